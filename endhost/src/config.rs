@@ -1,0 +1,210 @@
+//! The configuration one host's transport runs with, as `mltctl plan --host` writes it.
+//!
+//! Defaults are the values of the MLT paper (§4.2.3, §5.1) and OptiReduce's notes;
+//! the inventory may override each of them.
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{MacAddr, PciAddr};
+
+/// Everything one host needs to join a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransportConfig {
+    pub job: JobConfig,
+    pub rank: u32,
+    pub local: LocalConfig,
+    /// Every other rank, in rank order, as this host reaches it.
+    pub peers: Vec<PeerConfig>,
+}
+
+/// Settings shared by every host of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobConfig {
+    /// Packets carrying another job's id are dropped and counted.
+    pub job_id: u32,
+    pub world_size: u32,
+    /// Largest fraction of a tensor that may be lost (p); 0 means exact delivery.
+    pub loss_bound: f64,
+    pub collective: Collective,
+    pub tagging: Tagging,
+    pub rate_control: RateControl,
+    pub timeouts: Timeouts,
+    pub ports: Ports,
+    pub datapath: Datapath,
+    /// Largest IP packet on the data NIC.
+    pub mtu: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Collective {
+    /// Ring allreduce.
+    Ring,
+    /// Transpose allreduce: reduce-scatter and all-gather as two all-to-all rounds.
+    Transpose,
+    /// Sharded parameter server.
+    Ps,
+}
+
+/// How packets are marked for the switches (MLT §4.2.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tagging {
+    /// DSCP of the transport's control traffic (STOP, PROBE, bitmaps, ACKs).
+    pub control_dscp: u8,
+    /// Number of layers the model has; layer indices run from 0 (front) upwards.
+    pub layers: u32,
+    /// Gradient classes, highest priority (front layers) first.
+    pub classes: Vec<ClassTag>,
+    pub importance: Importance,
+}
+
+/// One traffic class: the layers it carries and how their packets are marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassTag {
+    pub class: u8,
+    pub dscp: u8,
+    pub queue: u8,
+    pub first_layer: u32,
+    pub last_layer: u32,
+}
+
+/// Which packets are sent ECN-capable (important).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Importance {
+    /// Quantile of sampled |gradient| used as the threshold; 0.5 is the median, so about
+    /// this fraction of packets is unimportant (θ in MLT Appendix B).
+    pub quantile: f64,
+    /// Fraction of a tensor's gradients sampled to estimate the threshold.
+    pub sample_fraction: f64,
+}
+
+impl Default for Importance {
+    fn default() -> Self {
+        Importance {
+            quantile: 0.5,
+            sample_fraction: 0.05,
+        }
+    }
+}
+
+/// TIMELY-like rate control (MLT §4.2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateControl {
+    /// Below this RTT the rate grows additively.
+    pub t_low_us: f64,
+    /// Above this RTT the rate shrinks multiplicatively.
+    pub t_high_us: f64,
+    /// Additive increase step.
+    pub alpha_mbps: f64,
+    /// Multiplicative decrease factor.
+    pub beta: f64,
+    /// The receiver acknowledges every this many data packets.
+    pub ack_every: u32,
+}
+
+impl Default for RateControl {
+    fn default() -> Self {
+        RateControl {
+            t_low_us: 12.5,
+            t_high_us: 125.0,
+            alpha_mbps: 40.0,
+            beta: 0.8,
+            ack_every: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timeouts {
+    /// Hard limit for one phase of a collective.
+    pub phase_ms: u32,
+    /// Shorten the limit from observed completion times (OptiReduce's adaptive timeout).
+    pub adaptive: bool,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            phase_ms: 10_000,
+            adaptive: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ports {
+    /// UDP port of data packets.
+    pub data: u16,
+    /// TCP port of the reliable control channel.
+    pub control: u16,
+}
+
+impl Default for Ports {
+    fn default() -> Self {
+        Ports {
+            data: 11000,
+            control: 11100,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Datapath {
+    pub kind: DatapathKind,
+    pub rx_queues: u16,
+    pub rx_ring: u16,
+    pub tx_ring: u16,
+}
+
+impl Default for Datapath {
+    fn default() -> Self {
+        Datapath {
+            kind: DatapathKind::Udp,
+            rx_queues: 4,
+            rx_ring: 8192,
+            tx_ring: 128,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatapathKind {
+    /// Kernel UDP sockets; runs anywhere.
+    Udp,
+    /// DPDK poll-mode driver on the data NIC.
+    Dpdk,
+}
+
+/// This host's own data NIC and resources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocalConfig {
+    pub name: String,
+    pub nic: String,
+    pub pci: PciAddr,
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    pub prefix_len: u8,
+    /// Speed of the link to the leaf; rate control starts here.
+    pub line_rate_mbps: u64,
+    /// Addresses this host answers on, one per reachable spine.
+    pub path_addresses: Vec<Ipv4Addr>,
+    pub cores: Vec<u32>,
+}
+
+/// Another rank, as seen from this host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerConfig {
+    pub rank: u32,
+    pub name: String,
+    /// Control channel address and the data address for peers in the same rack.
+    pub ip: Ipv4Addr,
+    /// Destination MAC for every packet to this peer: the peer itself in the same rack,
+    /// the rack gateway otherwise.
+    pub next_hop_mac: MacAddr,
+    /// Data addresses to spray packets over; one per usable spine, or `ip` alone
+    /// inside a rack.
+    pub paths: Vec<Ipv4Addr>,
+}

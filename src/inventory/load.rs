@@ -1,0 +1,267 @@
+//! Reading an inventory file into raw sections, reporting every structural problem.
+
+use std::collections::HashSet;
+use std::num::IntErrorKind;
+use std::path::{Path, PathBuf};
+
+use marked_yaml::types::{MarkedMappingNode, MarkedSequenceNode};
+use marked_yaml::{Error as SerdeError, FromNodeError, LoaderOptions, Node, Span};
+use serde::de::DeserializeOwned;
+
+use super::{Inventory, raw, validate};
+use crate::diag::{Diagnostics, Reporter, start_of};
+
+/// Why an inventory could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the inventory has {} problem(s)", .0.len())]
+    Invalid(Diagnostics),
+}
+
+/// Reads and validates the inventory at `path`.
+pub fn load(path: &Path) -> Result<Inventory, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    load_str(path, &text)
+}
+
+/// Validates inventory `text` as if read from `path` (files it names are relative to it).
+pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
+    let mut report = Reporter::default();
+    let source = report.add_source(path);
+    let options = LoaderOptions::default().error_on_duplicate_keys(true);
+    let root = match marked_yaml::parse_yaml_with_options(source, text, options) {
+        Ok(root) => root,
+        Err(e) => {
+            report_syntax_error(&mut report, &e);
+            return Err(LoadError::Invalid(report.finish()));
+        }
+    };
+    let sections = read_sections(&root, &mut report);
+    match validate::validate(path, sections, &mut report) {
+        Some(inventory) if !report.has_errors() => Ok(inventory),
+        _ => Err(LoadError::Invalid(report.finish())),
+    }
+}
+
+fn report_syntax_error(report: &mut Reporter, error: &marked_yaml::LoadError) {
+    use marked_yaml::LoadError as E;
+    let (mark, message) = match error {
+        E::TopLevelMustBeMapping(m) => (*m, "the inventory must be a mapping of sections".into()),
+        E::TopLevelMustBeSequence(m) => (*m, "expected a list".into()),
+        E::UnexpectedAnchor(m) => (*m, "YAML anchors and aliases are not supported".into()),
+        E::MappingKeyMustBeScalar(m) => (*m, "mapping keys must be plain names".into()),
+        E::UnexpectedTag(m) => (*m, "YAML tags are not supported".into()),
+        E::ScanError(m, e) => (*m, format!("YAML syntax error: {}", e.info())),
+        E::DuplicateKey(key) => {
+            let first = key.prev_key.span().start().copied();
+            let mark = start_of(key.key.span());
+            let also = first.map_or(String::new(), |f| format!(" (first at line {})", f.line()));
+            (mark, format!("duplicate key `{}`{also}", key.key.as_str()))
+        }
+    };
+    report.error_at(mark, message);
+}
+
+/// A list element that deserialized, with the span of its whole entry.
+pub struct Item<T> {
+    pub span: Span,
+    pub value: T,
+}
+
+/// The sections of an inventory as written, minus entries that failed to deserialize.
+#[derive(Default)]
+pub struct Sections {
+    pub fabric: Option<raw::Fabric>,
+    pub defaults: raw::Defaults,
+    pub racks: Vec<Item<raw::Rack>>,
+    pub switches: Vec<Item<raw::Switch>>,
+    pub hosts: Vec<Item<raw::Host>>,
+    pub links: Vec<Item<raw::Link>>,
+    pub training: Option<raw::Training>,
+    /// Names of racks, switches and hosts whose entries were malformed; references to
+    /// them are not reported again.
+    pub broken_names: HashSet<String>,
+    /// Kinds (`rack`, `switch`, `host`, `link`) with at least one malformed entry; checks
+    /// that need all entries of a kind stay quiet rather than report follow-on errors.
+    pub malformed: HashSet<&'static str>,
+}
+
+const SECTIONS: [&str; 7] = [
+    "fabric", "defaults", "racks", "switches", "hosts", "links", "training",
+];
+const REQUIRED: [&str; 6] = ["fabric", "racks", "switches", "hosts", "links", "training"];
+
+fn read_sections(root: &Node, report: &mut Reporter) -> Sections {
+    let mut sections = Sections::default();
+    let Some(top) = root.as_mapping() else {
+        report.error(root.span(), "the inventory must be a mapping of sections");
+        return sections;
+    };
+    for (key, _) in top.iter() {
+        if !SECTIONS.contains(&key.as_str()) {
+            report.error(
+                key.span(),
+                format!(
+                    "unknown section `{}` (expected one of: {})",
+                    key.as_str(),
+                    SECTIONS.join(", ")
+                ),
+            );
+        }
+    }
+    for name in REQUIRED {
+        if top.get_node(name).is_none() {
+            report.error(top.span(), format!("missing required section `{name}`"));
+        }
+    }
+    sections.fabric = read_single(top, "fabric", report);
+    sections.defaults = read_single(top, "defaults", report).unwrap_or_default();
+    sections.training = read_single(top, "training", report);
+    let mut failed = Failed::default();
+    sections.racks = read_list(top, "racks", "rack", report, &mut failed);
+    sections.switches = read_list(top, "switches", "switch", report, &mut failed);
+    sections.hosts = read_list(top, "hosts", "host", report, &mut failed);
+    sections.links = read_list(top, "links", "link", report, &mut failed);
+    if let Some(hosts) = top.get_node("hosts")
+        && hosts.as_sequence().is_some_and(|h| h.is_empty())
+    {
+        report.error(
+            hosts.span(),
+            "`hosts` is empty; a job needs at least one host",
+        );
+    }
+    sections.broken_names = failed.names;
+    sections.malformed = failed.kinds;
+    sections
+}
+
+#[derive(Default)]
+struct Failed {
+    names: HashSet<String>,
+    kinds: HashSet<&'static str>,
+}
+
+fn read_single<T: DeserializeOwned>(
+    top: &MarkedMappingNode,
+    section: &str,
+    report: &mut Reporter,
+) -> Option<T> {
+    let node = top.get_node(section)?;
+    if node.as_mapping().is_none() {
+        report.error(node.span(), format!("`{section}` must be a mapping"));
+        return None;
+    }
+    match marked_yaml::from_node(node) {
+        Ok(value) => Some(value),
+        Err(e) => {
+            report.error_at(error_mark(&e, node), describe(&e, section, Some(section)));
+            None
+        }
+    }
+}
+
+fn read_list<T: DeserializeOwned>(
+    top: &MarkedMappingNode,
+    section: &str,
+    kind: &'static str,
+    report: &mut Reporter,
+    failed: &mut Failed,
+) -> Vec<Item<T>> {
+    let Some(node) = top.get_node(section) else {
+        return Vec::new();
+    };
+    let Some(entries) = node.as_sequence() else {
+        report.error(node.span(), format!("`{section}` must be a list"));
+        return Vec::new();
+    };
+    read_entries(entries, section, kind, report, failed)
+}
+
+fn read_entries<T: DeserializeOwned>(
+    entries: &MarkedSequenceNode,
+    section: &str,
+    kind: &'static str,
+    report: &mut Reporter,
+    failed: &mut Failed,
+) -> Vec<Item<T>> {
+    let mut items = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        match marked_yaml::from_node::<T>(entry) {
+            Ok(value) => items.push(Item {
+                span: *entry.span(),
+                value,
+            }),
+            Err(e) => {
+                let name = entry_name(entry);
+                let what = match &name {
+                    Some(name) => format!("{kind} {name}"),
+                    None => format!("{section}[{index}]"),
+                };
+                report.error_at(error_mark(&e, entry), describe(&e, &what, None));
+                failed.names.extend(name);
+                failed.kinds.insert(kind);
+            }
+        }
+    }
+    items
+}
+
+fn entry_name(entry: &Node) -> Option<String> {
+    let name = entry.as_mapping()?.get_scalar("name")?;
+    Some(name.as_str().to_string())
+}
+
+fn error_mark(e: &FromNodeError, fallback: &Node) -> marked_yaml::Marker {
+    e.start_mark().unwrap_or_else(|| start_of(fallback.span()))
+}
+
+/// Turns a serde error into a message that names the field the way it is written.
+fn describe(e: &FromNodeError, what: &str, section: Option<&str>) -> String {
+    let path = |tail: Option<&str>| {
+        let parts = [section, e.path(), tail];
+        parts.into_iter().flatten().collect::<Vec<_>>().join(".")
+    };
+    let field = path(None);
+    let body = match &**e {
+        SerdeError::UnknownFieldError(name, _, _) if is_secret(name) => format!(
+            "`{field}`: passwords and other secrets are not accepted in an inventory; \
+             reference a key instead (key: {{file: PATH}}, key: {{agent: true}} or key: {{env: VAR}})"
+        ),
+        SerdeError::UnknownFieldError(_, expected, _) => {
+            format!(
+                "unknown field `{field}` (expected one of: {})",
+                expected.join(", ")
+            )
+        }
+        SerdeError::IntegerParseFailure(err, _) => match err.kind() {
+            IntErrorKind::PosOverflow => format!("`{field}` is too large"),
+            _ => format!("`{field}` must be a whole number"),
+        },
+        SerdeError::FloatParseFailure(..) => format!("`{field}` must be a number"),
+        SerdeError::NotBoolean(_) => format!("`{field}` must be true or false"),
+        SerdeError::Other(message, _) => match missing_field(message) {
+            Some(missing) => format!("missing required field `{}`", path(Some(missing))),
+            None if field.is_empty() => message.clone(),
+            None => format!("`{field}`: {message}"),
+        },
+    };
+    format!("{what}: {body}")
+}
+
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.strip_suffix('`')
+}
+
+fn is_secret(field: &str) -> bool {
+    let f = field.to_ascii_lowercase();
+    f.contains("password") || f.contains("secret") || f == "passphrase"
+}

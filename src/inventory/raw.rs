@@ -1,0 +1,204 @@
+//! The inventory as written: field names and nesting only.
+//!
+//! Addresses, names and enumerations stay strings here so that validation can parse
+//! every one of them and report each problem, instead of serde stopping at the first.
+//! Numbers are read wide and range-checked later, for the same reason.
+
+use marked_yaml::Spanned;
+use serde::Deserialize;
+
+pub type Text = Spanned<String>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    pub name: Text,
+    pub path_pool: Text,
+    pub mtu: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    pub mgmt: Option<Mgmt>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mgmt {
+    pub address: Option<Text>,
+    pub port: Option<Spanned<u64>>,
+    pub user: Option<Text>,
+    pub key: Option<Spanned<Key>>,
+}
+
+/// Where the SSH key comes from; exactly one of the three.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Key {
+    pub file: Option<Text>,
+    pub agent: Option<Spanned<bool>>,
+    pub env: Option<Text>,
+    pub passphrase_env: Option<Text>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rack {
+    pub name: Text,
+    pub subnet: Text,
+    pub gateway: Gateway,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gateway {
+    pub ip: Text,
+    pub mac: Text,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Switch {
+    pub name: Text,
+    pub role: Text,
+    pub vendor: Text,
+    pub rack: Option<Text>,
+    pub mgmt: Option<Mgmt>,
+    pub buffer_bytes: Spanned<u64>,
+    pub queues: Spanned<u64>,
+    pub ports: Vec<Port>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Port {
+    pub name: Text,
+    pub speed: Text,
+    pub ip: Option<Text>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    pub name: Text,
+    pub rack: Text,
+    pub mgmt: Option<Mgmt>,
+    pub nic: Nic,
+    pub cores: Vec<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nic {
+    pub name: Text,
+    pub pci: Text,
+    pub mac: Text,
+    pub ip: Text,
+}
+
+/// `[node:port, node:port]`; a host's port is its NIC name.
+pub type Link = Vec<Text>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Training {
+    pub job_id: Option<Spanned<u64>>,
+    pub layers: Spanned<Layers>,
+    pub loss_bound: Spanned<f64>,
+    pub collective: Option<Text>,
+    pub priorities: Option<Spanned<u64>>,
+    pub dscp: Option<Dscp>,
+    pub importance: Option<Importance>,
+    pub rate_control: Option<RateControl>,
+    pub timeouts: Option<Timeouts>,
+    pub ports: Option<Ports>,
+    pub datapath: Option<Datapath>,
+    pub model: Option<Model>,
+    pub thresholds: Option<Vec<Spanned<Threshold>>>,
+}
+
+/// Layer sizes in parameters: a list, a file, or a count of equal layers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layers {
+    pub sizes: Option<Vec<Spanned<u64>>>,
+    pub file: Option<Text>,
+    pub count: Option<Spanned<u64>>,
+    pub params_each: Option<Spanned<u64>>,
+    pub element_bytes: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dscp {
+    pub control: Option<Spanned<u64>>,
+    pub gradient: Option<Spanned<Vec<Spanned<u64>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Importance {
+    pub quantile: Option<Spanned<f64>>,
+    pub sample_fraction: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateControl {
+    pub t_low_us: Option<Spanned<f64>>,
+    pub t_high_us: Option<Spanned<f64>>,
+    pub alpha_mbps: Option<Spanned<f64>>,
+    pub beta: Option<Spanned<f64>>,
+    pub ack_every: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    pub phase_ms: Option<Spanned<u64>>,
+    pub adaptive: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ports {
+    pub data: Option<Spanned<u64>>,
+    pub control: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Datapath {
+    pub kind: Option<Text>,
+    pub rx_queues: Option<Spanned<u64>>,
+    pub rx_ring: Option<Spanned<u64>>,
+    pub tx_ring: Option<Spanned<u64>>,
+}
+
+/// Inputs of the threshold model (MLT Appendix B).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    pub load: Option<Spanned<f64>>,
+    pub tolerance: Option<Tolerance>,
+}
+
+/// Loss fractions a model tolerates without extra rounds (MLT §3.3).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tolerance {
+    pub front_layers: Option<Spanned<f64>>,
+    pub back_layers: Option<Spanned<f64>>,
+    pub small_gradients: Option<Spanned<f64>>,
+    pub large_gradients: Option<Spanned<f64>>,
+}
+
+/// A threshold fixed by hand for one gradient class instead of computed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Threshold {
+    pub class: Spanned<u64>,
+    pub mark_bytes: Spanned<u64>,
+    pub limit_bytes: Spanned<u64>,
+}

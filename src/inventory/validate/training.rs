@@ -1,0 +1,511 @@
+//! Checks of the training profile: layers, classes and DSCP values, transport settings,
+//! the threshold model, and thresholds pinned by hand.
+
+use std::collections::HashSet;
+
+use super::*;
+
+impl Validator<'_> {
+    pub(super) fn training(
+        &mut self,
+        t: &raw::Training,
+        switches: &[Named<Switch>],
+    ) -> Option<Training> {
+        let job_id = self.int_or(&t.job_id, "training.job_id", 0..=u64::from(u32::MAX), 1u32);
+        let layers = self.layers(&t.layers);
+        let element_bytes = self.int_or(
+            &t.layers.element_bytes,
+            "training.layers.element_bytes",
+            1..=8,
+            4u32,
+        );
+        let loss_bound = self.float_or(
+            &Some(t.loss_bound.clone()),
+            "training.loss_bound",
+            |p| (0.0..1.0).contains(&p),
+            "at least 0 and below 1",
+            0.0,
+        );
+        let collective = self.collective(t.collective.as_ref());
+        let priorities = self.priorities(t.priorities.as_ref(), switches);
+        let classes = match (priorities, &layers) {
+            (Some(p), Some(layers)) => Some(gradient_classes(p, layers.len())),
+            _ => None,
+        };
+        let dscp = self.dscp(t.dscp.as_ref(), classes);
+        let importance = self.importance(t.importance.as_ref());
+        let rate_control = self.rate_control(t.rate_control.as_ref());
+        let timeouts = self.timeouts(t.timeouts.as_ref());
+        let ports = self.transport_ports(t.ports.as_ref());
+        let datapath = self.datapath(t.datapath.as_ref());
+        let model = self.model(t.model.as_ref());
+        let pinned = match (&t.thresholds, classes) {
+            (Some(list), Some(classes)) => self.pinned(list, classes, switches),
+            (None, _) => Some(Vec::new()),
+            (Some(_), None) => None,
+        };
+        let (control_dscp, gradient_dscp) = dscp?;
+        Some(Training {
+            job_id: job_id?,
+            layers: layers?,
+            element_bytes: element_bytes?,
+            loss_bound: loss_bound?,
+            collective: collective?,
+            priorities: priorities?,
+            control_dscp,
+            gradient_dscp,
+            importance: importance?,
+            rate_control: rate_control?,
+            timeouts: timeouts?,
+            ports: ports?,
+            datapath: datapath?,
+            model: model?,
+            pinned_thresholds: pinned?,
+        })
+    }
+
+    fn layers(&mut self, l: &Spanned<raw::Layers>) -> Option<Vec<Layer>> {
+        let forms = [l.sizes.is_some(), l.file.is_some(), l.count.is_some()];
+        if forms.iter().filter(|f| **f).count() != 1 {
+            self.error(
+                l.span(),
+                "`training.layers` needs exactly one of `sizes`, `file` or `count` (with `params_each`)",
+            );
+            return None;
+        }
+        if let (Some(p), None) = (&l.params_each, &l.count) {
+            self.error(p.span(), "`params_each` goes with `count`");
+            return None;
+        }
+        if let Some(sizes) = &l.sizes {
+            let mut layers = Vec::with_capacity(sizes.len());
+            for (i, size) in sizes.iter().enumerate() {
+                let params = self.int(size, "training.layers.sizes", 1..=u64::MAX)?;
+                layers.push(Layer {
+                    name: format!("layer{i}"),
+                    params,
+                });
+            }
+            if layers.is_empty() {
+                self.error(l.span(), "`training.layers.sizes` is empty");
+                return None;
+            }
+            return Some(layers);
+        }
+        if let Some(file) = &l.file {
+            return self.layer_file(file);
+        }
+        let count = l.count.as_ref()?;
+        let count: usize = self.int(count, "training.layers.count", 1..=1_000_000)?;
+        let Some(each) = &l.params_each else {
+            self.error(l.span(), "`training.layers.count` needs `params_each`");
+            return None;
+        };
+        let params = self.int(each, "training.layers.params_each", 1..=u64::MAX)?;
+        Some(
+            (0..count)
+                .map(|i| Layer {
+                    name: format!("layer{i}"),
+                    params,
+                })
+                .collect(),
+        )
+    }
+
+    fn layer_file(&mut self, file: &Spanned<String>) -> Option<Vec<Layer>> {
+        let path = self.base_dir.join(file.as_str());
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                let msg = format!("cannot read layer file {}: {e}", path.display());
+                self.error(file.span(), msg);
+                return None;
+            }
+        };
+        let source = self.report.add_source(&path);
+        let layers = parse_layer_file(&text, source, self.report);
+        if layers.is_empty() {
+            let msg = format!("layer file {} lists no layers", path.display());
+            self.error(file.span(), msg);
+            return None;
+        }
+        Some(layers)
+    }
+
+    fn collective(&mut self, text: Option<&Spanned<String>>) -> Option<Collective> {
+        let Some(text) = text else {
+            return Some(Collective::Ring);
+        };
+        match text.as_str() {
+            "ring" => Some(Collective::Ring),
+            "transpose" => Some(Collective::Transpose),
+            "ps" => Some(Collective::Ps),
+            other => {
+                let msg = format!("unknown collective `{other}` (expected ring, transpose or ps)");
+                self.error(text.span(), msg);
+                None
+            }
+        }
+    }
+
+    /// Queues the plan uses; never more than the smallest switch offers.
+    fn priorities(
+        &mut self,
+        given: Option<&Spanned<u64>>,
+        switches: &[Named<Switch>],
+    ) -> Option<u8> {
+        let smallest = switches.iter().min_by_key(|(_, s)| s.queues);
+        if let Some(given) = given {
+            let p: u8 = self.int(given, "training.priorities", 3..=MAX_QUEUES)?;
+            if let Some((_, s)) = smallest.filter(|(_, s)| s.queues < p) {
+                let msg = format!(
+                    "training.priorities is {p} but switch {} has only {} queues",
+                    s.name, s.queues
+                );
+                self.error(given.span(), msg);
+                return None;
+            }
+            return Some(p);
+        }
+        match smallest {
+            Some((span, s)) if s.queues < 3 => {
+                let msg = format!(
+                    "switch {} has {} queue(s); mltctl needs at least 3 (control, default and one gradient queue)",
+                    s.name, s.queues
+                );
+                self.error(span, msg);
+                None
+            }
+            Some((_, s)) => Some(s.queues.min(DEFAULT_PRIORITIES)),
+            None => Some(DEFAULT_PRIORITIES),
+        }
+    }
+
+    fn dscp(&mut self, d: Option<&raw::Dscp>, classes: Option<usize>) -> Option<(u8, Vec<u8>)> {
+        let control_given = d.and_then(|d| d.control.as_ref());
+        let control = self.int_or(
+            &control_given.cloned(),
+            "training.dscp.control",
+            0..=63,
+            DEFAULT_CONTROL_DSCP,
+        );
+        let Some(list) = d.and_then(|d| d.gradient.as_ref()) else {
+            let classes = classes?;
+            let gradient = (0..classes)
+                .map(|c| DEFAULT_GRADIENT_DSCP_BASE + c as u8)
+                .collect();
+            return Some((control?, gradient));
+        };
+        let mut seen = HashSet::new();
+        let mut gradient = Vec::with_capacity(list.len());
+        for value in list.iter() {
+            let dscp: u8 = self.int(value, "training.dscp.gradient", 0..=63)?;
+            if Some(dscp) == control {
+                let msg = format!("DSCP {dscp} is already the control DSCP");
+                self.error(value.span(), msg);
+                return None;
+            }
+            if !seen.insert(dscp) {
+                self.error(value.span(), format!("DSCP {dscp} is listed twice"));
+                return None;
+            }
+            gradient.push(dscp);
+        }
+        let classes = classes?;
+        if gradient.len() < classes {
+            let msg = format!(
+                "training.dscp.gradient lists {} value(s) but the plan has {classes} gradient classes",
+                gradient.len()
+            );
+            self.error(list.span(), msg);
+            return None;
+        }
+        Some((control?, gradient))
+    }
+
+    fn importance(&mut self, i: Option<&raw::Importance>) -> Option<Importance> {
+        let d = Importance::default();
+        let quantile = self.float_or(
+            &i.and_then(|i| i.quantile.clone()),
+            "training.importance.quantile",
+            |q| q > 0.0 && q < 1.0,
+            "above 0 and below 1",
+            d.quantile,
+        );
+        let sample_fraction = self.float_or(
+            &i.and_then(|i| i.sample_fraction.clone()),
+            "training.importance.sample_fraction",
+            |f| f > 0.0 && f <= 1.0,
+            "above 0 and at most 1",
+            d.sample_fraction,
+        );
+        Some(Importance {
+            quantile: quantile?,
+            sample_fraction: sample_fraction?,
+        })
+    }
+
+    fn rate_control(&mut self, r: Option<&raw::RateControl>) -> Option<RateControl> {
+        let d = RateControl::default();
+        let field =
+            |f: fn(&raw::RateControl) -> &Option<Spanned<f64>>| r.and_then(|r| f(r).clone());
+        let positive = |x: f64| x > 0.0 && x.is_finite();
+        let t_low_us = self.float_or(
+            &field(|r| &r.t_low_us),
+            "training.rate_control.t_low_us",
+            positive,
+            "above 0",
+            d.t_low_us,
+        );
+        let high = field(|r| &r.t_high_us);
+        let t_high_us = self.float_or(
+            &high,
+            "training.rate_control.t_high_us",
+            positive,
+            "above 0",
+            d.t_high_us,
+        );
+        if let (Some(low), Some(hi)) = (t_low_us, t_high_us)
+            && hi <= low
+        {
+            let at = high.as_ref().map_or(Span::new_blank(), |h| *h.span());
+            let msg =
+                format!("`training.rate_control.t_high_us` ({hi}) must be above t_low_us ({low})");
+            self.error(&at, msg);
+            return None;
+        }
+        let alpha_mbps = self.float_or(
+            &field(|r| &r.alpha_mbps),
+            "training.rate_control.alpha_mbps",
+            positive,
+            "above 0",
+            d.alpha_mbps,
+        );
+        let beta = self.float_or(
+            &field(|r| &r.beta),
+            "training.rate_control.beta",
+            |b| b > 0.0 && b <= 1.0,
+            "above 0 and at most 1",
+            d.beta,
+        );
+        let ack_every = self.int_or(
+            &r.and_then(|r| r.ack_every.clone()),
+            "training.rate_control.ack_every",
+            1..=65535,
+            d.ack_every,
+        );
+        Some(RateControl {
+            t_low_us: t_low_us?,
+            t_high_us: t_high_us?,
+            alpha_mbps: alpha_mbps?,
+            beta: beta?,
+            ack_every: ack_every?,
+        })
+    }
+
+    fn timeouts(&mut self, t: Option<&raw::Timeouts>) -> Option<Timeouts> {
+        let d = Timeouts::default();
+        let phase_ms = self.int_or(
+            &t.and_then(|t| t.phase_ms.clone()),
+            "training.timeouts.phase_ms",
+            1..=3_600_000,
+            d.phase_ms,
+        );
+        Some(Timeouts {
+            phase_ms: phase_ms?,
+            adaptive: t.and_then(|t| t.adaptive).unwrap_or(d.adaptive),
+        })
+    }
+
+    fn transport_ports(&mut self, p: Option<&raw::Ports>) -> Option<Ports> {
+        let d = Ports::default();
+        let control_given = p.and_then(|p| p.control.clone());
+        let data = self.int_or(
+            &p.and_then(|p| p.data.clone()),
+            "training.ports.data",
+            1..=65535,
+            d.data,
+        );
+        let control = self.int_or(
+            &control_given,
+            "training.ports.control",
+            1..=65535,
+            d.control,
+        );
+        let (data, control) = (data?, control?);
+        if data == control {
+            let at = control_given
+                .as_ref()
+                .map_or(Span::new_blank(), |c| *c.span());
+            self.error(&at, format!("data and control ports are both {data}"));
+            return None;
+        }
+        Some(Ports { data, control })
+    }
+
+    fn datapath(&mut self, d: Option<&raw::Datapath>) -> Option<Datapath> {
+        let defaults = Datapath::default();
+        let kind = match d.and_then(|d| d.kind.as_ref()) {
+            None => Some(defaults.kind),
+            Some(k) if k.as_str() == "udp" => Some(DatapathKind::Udp),
+            Some(k) if k.as_str() == "dpdk" => Some(DatapathKind::Dpdk),
+            Some(k) => {
+                let msg = format!("unknown datapath `{}` (expected udp or dpdk)", **k);
+                self.error(k.span(), msg);
+                None
+            }
+        };
+        let rx_queues = self.int_or(
+            &d.and_then(|d| d.rx_queues.clone()),
+            "training.datapath.rx_queues",
+            1..=16,
+            defaults.rx_queues,
+        );
+        let rx_ring = self.ring(
+            d.and_then(|d| d.rx_ring.as_ref()),
+            "rx_ring",
+            defaults.rx_ring,
+        );
+        let tx_ring = self.ring(
+            d.and_then(|d| d.tx_ring.as_ref()),
+            "tx_ring",
+            defaults.tx_ring,
+        );
+        Some(Datapath {
+            kind: kind?,
+            rx_queues: rx_queues?,
+            rx_ring: rx_ring?,
+            tx_ring: tx_ring?,
+        })
+    }
+
+    fn ring(&mut self, given: Option<&Spanned<u64>>, field: &str, default: u16) -> Option<u16> {
+        let Some(v) = given else {
+            return Some(default);
+        };
+        if (64..=32768).contains(&**v) && v.is_power_of_two() {
+            return Some(**v as u16);
+        }
+        let msg =
+            format!("`training.datapath.{field}` must be a power of two between 64 and 32768");
+        self.error(v.span(), msg);
+        None
+    }
+
+    fn model(&mut self, m: Option<&raw::Model>) -> Option<ThresholdModel> {
+        let d = ThresholdModel::default();
+        let load = self.float_or(
+            &m.and_then(|m| m.load.clone()),
+            "training.model.load",
+            |l| l > 0.0 && l <= 1.0,
+            "above 0 and at most 1",
+            d.load,
+        );
+        let t = m.and_then(|m| m.tolerance.as_ref());
+        let mut fraction =
+            |get: fn(&raw::Tolerance) -> &Option<Spanned<f64>>, name: &str, default| {
+                self.float_or(
+                    &t.and_then(|t| get(t).clone()),
+                    &format!("training.model.tolerance.{name}"),
+                    |f| f > 0.0 && f < 1.0,
+                    "above 0 and below 1",
+                    default,
+                )
+            };
+        let front_layers = fraction(
+            |t| &t.front_layers,
+            "front_layers",
+            d.tolerance.front_layers,
+        );
+        let back_layers = fraction(|t| &t.back_layers, "back_layers", d.tolerance.back_layers);
+        let small = fraction(
+            |t| &t.small_gradients,
+            "small_gradients",
+            d.tolerance.small_gradients,
+        );
+        let large = fraction(
+            |t| &t.large_gradients,
+            "large_gradients",
+            d.tolerance.large_gradients,
+        );
+        Some(ThresholdModel {
+            load: load?,
+            tolerance: Tolerance {
+                front_layers: front_layers?,
+                back_layers: back_layers?,
+                small_gradients: small?,
+                large_gradients: large?,
+            },
+        })
+    }
+
+    /// Hand-set thresholds: known classes, once each, and within every switch's buffer.
+    fn pinned(
+        &mut self,
+        list: &[Spanned<raw::Threshold>],
+        classes: usize,
+        switches: &[Named<Switch>],
+    ) -> Option<Vec<PinnedThreshold>> {
+        let smallest = switches
+            .iter()
+            .map(|(_, s)| s)
+            .min_by_key(|s| s.buffer_bytes);
+        let mut pinned: Vec<PinnedThreshold> = Vec::with_capacity(list.len());
+        let mut ok = true;
+        for entry in list {
+            let last = classes.saturating_sub(1) as u64;
+            let class = if classes == 0 || *entry.class > last {
+                let msg = format!(
+                    "class {} does not exist; the plan has {classes} gradient classes (0-{last})",
+                    *entry.class
+                );
+                self.error(entry.class.span(), msg);
+                None
+            } else {
+                Some(*entry.class as u8)
+            };
+            let (mark, limit) = (*entry.mark_bytes, *entry.limit_bytes);
+            if limit == 0 || mark > limit {
+                let msg = format!(
+                    "mark_bytes ({mark}) must be at most limit_bytes ({limit}), which must be above 0"
+                );
+                self.error(entry.mark_bytes.span(), msg);
+                ok = false;
+            }
+            if let Some(s) = smallest.filter(|s| limit > s.buffer_bytes) {
+                let msg = format!(
+                    "limit_bytes {limit} is larger than the {}-byte buffer of switch {}",
+                    s.buffer_bytes, s.name
+                );
+                self.error(entry.limit_bytes.span(), msg);
+                ok = false;
+            }
+            let Some(class) = class else {
+                ok = false;
+                continue;
+            };
+            if pinned.iter().any(|p| p.class == class) {
+                self.error(entry.class.span(), format!("class {class} is pinned twice"));
+                ok = false;
+                continue;
+            }
+            pinned.push(PinnedThreshold {
+                class,
+                mark_bytes: mark,
+                limit_bytes: limit,
+            });
+        }
+        let total: u64 = pinned.iter().map(|p| p.limit_bytes).sum();
+        if let (true, Some(s), Some(last)) = (ok, smallest, list.last())
+            && total > s.buffer_bytes
+        {
+            let msg = format!(
+                "pinned thresholds need {total} bytes together but switch {} has a {}-byte buffer",
+                s.name, s.buffer_bytes
+            );
+            self.error(last.span(), msg);
+            ok = false;
+        }
+        ok.then_some(pinned)
+    }
+}

@@ -1,0 +1,9 @@
+//! mltctl: deploy an ML-aware network transport from one inventory file.
+//!
+//! Data flows one way: [`inventory`] (validated input) → [`plan`] (every decision,
+//! vendor-neutral) → render → diff → apply → verify.
+
+pub mod diag;
+pub mod generate;
+pub mod inventory;
+pub mod plan;

@@ -1,0 +1,244 @@
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use mltctl::diag::Diagnostics;
+use mltctl::generate::{FabricSize, fabric_yaml};
+use mltctl::inventory::{self, Inventory, LoadError};
+use mltctl::plan::{Plan, explain};
+use serde::Serialize;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  error: a file could not be read or written
+  2  the command line is wrong
+  3  the inventory is invalid; every problem is listed as file:line:col: message
+     and nothing was changed";
+
+/// Deploy an ML-aware network transport from one inventory file.
+///
+/// mltctl reads an inventory (switches, links, hosts and the training job), checks it,
+/// and plans every setting: DSCP values and strict-priority queues, per-queue RED/ECN
+/// thresholds from MLT's queueing model, path addresses and static routes for source
+/// routing, and each host's MAC map and transport configuration.
+#[derive(Parser)]
+#[command(name = "mltctl", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check an inventory and report every problem at once.
+    #[command(after_help = EXIT_CODES)]
+    Validate {
+        #[command(flatten)]
+        inventory: InventoryArg,
+        /// Print the result as JSON: {"valid": bool, "problems": [{file, line, column, message}]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Plan queues, thresholds, routes and host settings; changes nothing.
+    ///
+    /// Without options, prints a summary and the thresholds. --explain adds, per queue,
+    /// the DSCP value, the layers carried, the thresholds and the loss the model
+    /// predicts, and lists what every switch and host would be given.
+    #[command(after_help = EXIT_CODES)]
+    Plan {
+        #[command(flatten)]
+        inventory: InventoryArg,
+        /// Print the whole plan as JSON (for launchers and scripts).
+        #[arg(long, conflicts_with = "explain")]
+        json: bool,
+        /// Explain every decision in readable tables.
+        #[arg(long)]
+        explain: bool,
+        /// Print only this host's transport configuration, as JSON (what `endhost run
+        /// --config` reads).
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["json", "explain"])]
+        host: Option<String>,
+    },
+    /// Write a synthetic leaf-spine inventory, for scale tests and benchmarks.
+    Generate {
+        #[arg(long, default_value_t = 16)]
+        spines: usize,
+        #[arg(long, default_value_t = 64)]
+        leaves: usize,
+        #[arg(long, default_value_t = 32)]
+        hosts_per_leaf: usize,
+        /// Layers of the training profile (all of equal size).
+        #[arg(long, default_value_t = 161)]
+        layers: usize,
+        #[arg(long, default_value_t = 158_000)]
+        params_per_layer: u64,
+        /// Write here instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct InventoryArg {
+    /// The inventory file (YAML).
+    #[arg(
+        short,
+        long = "inventory",
+        value_name = "FILE",
+        env = "MLTCTL_INVENTORY"
+    )]
+    inventory: PathBuf,
+}
+
+/// A run that ended with a known outcome other than success.
+enum Failure {
+    Invalid(Diagnostics),
+    /// The inventory is invalid and the problems were already printed (as JSON).
+    InvalidReported,
+    Error(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Error(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Invalid(problems)) => {
+            eprint!("{problems}");
+            eprintln!(
+                "mltctl: the inventory has {} problem(s); nothing was changed",
+                problems.len()
+            );
+            ExitCode::from(3)
+        }
+        Err(Failure::InvalidReported) => ExitCode::from(3),
+        Err(Failure::Error(e)) => {
+            eprintln!("mltctl: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Validate { inventory, json } => validate(&inventory.inventory, json),
+        Command::Plan {
+            inventory,
+            json,
+            explain,
+            host,
+        } => {
+            let inv = load(&inventory.inventory)?;
+            let plan = Plan::build(&inv);
+            if let Some(name) = host {
+                let rank = plan
+                    .host_rank(&name)
+                    .with_context(|| format!("no host named `{name}` in the inventory"))?;
+                print_json(&plan.transport_config(rank))?;
+            } else if json {
+                print_json(&plan)?;
+            } else if explain {
+                print(&explain::explain(&plan, &layer_names(&inv)))?;
+            } else {
+                let mut out = String::new();
+                explain::summary(&mut out, &plan);
+                print(&out)?;
+            }
+            Ok(())
+        }
+        Command::Generate {
+            spines,
+            leaves,
+            hosts_per_leaf,
+            layers,
+            params_per_layer,
+            output,
+        } => {
+            let yaml = fabric_yaml(FabricSize {
+                spines,
+                leaves,
+                hosts_per_leaf,
+                layers,
+                params_per_layer,
+            })?;
+            match output {
+                Some(path) => std::fs::write(&path, yaml)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                None => print(&yaml)?,
+            }
+            Ok(())
+        }
+    }
+}
+
+fn validate(path: &std::path::Path, json: bool) -> Result<(), Failure> {
+    let result = inventory::load(path);
+    if json {
+        let problems = match &result {
+            Ok(_) => Vec::new(),
+            Err(LoadError::Invalid(d)) => d.iter().collect(),
+            Err(e @ LoadError::Io { .. }) => return Err(Failure::Error(anyhow::anyhow!("{e:#}"))),
+        };
+        #[derive(Serialize)]
+        struct Report<'a> {
+            valid: bool,
+            problems: Vec<&'a mltctl::diag::Diagnostic>,
+        }
+        print_json(&Report {
+            valid: problems.is_empty(),
+            problems,
+        })?;
+        return match result {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Failure::InvalidReported),
+        };
+    }
+    let inv = loaded(result)?;
+    print(&format!(
+        "{}: valid ({} switches, {} hosts in {} racks, {} layers)\n",
+        path.display(),
+        inv.switches.len(),
+        inv.hosts.len(),
+        inv.racks.len(),
+        inv.training.layers.len()
+    ))?;
+    Ok(())
+}
+
+fn load(path: &std::path::Path) -> Result<Inventory, Failure> {
+    loaded(inventory::load(path))
+}
+
+fn loaded(result: Result<Inventory, LoadError>) -> Result<Inventory, Failure> {
+    result.map_err(|e| match e {
+        LoadError::Invalid(problems) => Failure::Invalid(problems),
+        io => Failure::Error(io.into()),
+    })
+}
+
+fn layer_names(inv: &Inventory) -> Vec<String> {
+    inv.training.layers.iter().map(|l| l.name.clone()).collect()
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
+}
+
+fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value).context("cannot write JSON")?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
+}

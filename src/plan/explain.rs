@@ -1,0 +1,247 @@
+//! `mltctl plan --explain`: the plan as an admin reviews it.
+
+use std::fmt::Write;
+
+use switch_config::RouteKind;
+
+use super::Plan;
+
+/// The queues, thresholds and per-device settings, as text.
+pub fn explain(plan: &Plan, layer_names: &[String]) -> String {
+    let mut out = String::new();
+    summary(&mut out, plan);
+    queues(&mut out, plan, layer_names);
+    thresholds(&mut out, plan);
+    switches(&mut out, plan);
+    hosts(&mut out, plan);
+    out
+}
+
+/// The short form `mltctl plan` prints without options.
+pub fn summary(out: &mut String, plan: &Plan) {
+    let q = &plan.qos;
+    let routes: usize = plan.switches.iter().map(|s| s.intent.routes.len()).sum();
+    let _ = writeln!(
+        out,
+        "Fabric {}: {} switches ({} spines), {} racks, {} hosts; {} layers in {} gradient classes",
+        plan.fabric,
+        plan.switches.len(),
+        plan.spines.len(),
+        plan.racks.len(),
+        plan.hosts.len(),
+        plan.job.tagging.layers,
+        q.classes.len()
+    );
+    let _ = writeln!(
+        out,
+        "Queues: {} per port = 1 control (queue {}) + {} gradient + 1 default (queue {}); {} static routes in all",
+        q.priorities,
+        q.control_queue,
+        q.classes.len(),
+        q.default_queue,
+        routes
+    );
+}
+
+fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
+    let q = &plan.qos;
+    let m = &plan.model;
+    let _ = writeln!(
+        out,
+        "\nDSCP -> queue (the same on every switch and host)\n\
+         queue  carries            DSCP   layers                      traffic  utilisation"
+    );
+    let _ = writeln!(
+        out,
+        "{:>5}  {:<17}  {:>4}",
+        q.control_queue, "control", q.control_dscp
+    );
+    let shared = plan.thresholds.first();
+    for (i, class) in q.classes.iter().enumerate() {
+        let t = &class.tag;
+        let (first, last) = (t.first_layer as usize, t.last_layer as usize);
+        let span = if first == last {
+            format!("{first} {}", layer_names[first])
+        } else {
+            format!(
+                "{first}-{last} {}..{}",
+                layer_names[first], layer_names[last]
+            )
+        };
+        let rho = shared.map_or(0.0, |p| p.queues[i].utilisation);
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<17}  {:>4}   {:<26}  {:>6.2}%  {:>10.4}",
+            t.queue,
+            format!("gradient class {}", t.class),
+            t.dscp,
+            truncate(&span, 26),
+            class.share * 100.0,
+            rho
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:>5}  {:<17}  {:>4}",
+        q.default_queue, "default", "rest"
+    );
+    let _ = writeln!(
+        out,
+        "Model: load {} of line rate at a congested port; {:.0}% of packets unimportant (Not-ECT); buffer counted in {}-byte packets",
+        m.load,
+        m.theta * 100.0,
+        m.packet_bytes
+    );
+}
+
+fn thresholds(out: &mut String, plan: &Plan) {
+    for p in &plan.thresholds {
+        let _ = writeln!(
+            out,
+            "\nRED/ECN thresholds for a {} buffer ({}); {} used\n\
+             queue  mark S_i (pkts)        limit L_i (pkts)       loss small (tolerance)  loss large (tolerance)",
+            bytes(p.buffer_bytes),
+            p.switches.join(", "),
+            bytes(p.used_bytes)
+        );
+        for q in &p.queues {
+            let a = &q.allocation;
+            let _ = writeln!(
+                out,
+                "{:>5}  {:<21}  {:<21}  {:<22}  {:<22}{}",
+                q.queue,
+                format!(
+                    "{} ({:.0})",
+                    bytes(q.mark_bytes),
+                    a.mark_packets(plan.model.theta)
+                ),
+                format!("{} ({:.0})", bytes(q.limit_bytes), a.limit_packets()),
+                loss(a.loss_small, q.tolerance_small),
+                loss(a.loss_large, q.tolerance_large),
+                if q.pinned { "  pinned" } else { "" }
+            );
+        }
+    }
+}
+
+fn switches(out: &mut String, plan: &Plan) {
+    let _ = writeln!(out, "\nSwitches: what would be configured");
+    for s in &plan.switches {
+        let i = &s.intent;
+        let rack = s
+            .rack
+            .as_deref()
+            .map_or(String::new(), |r| format!(", rack {r}"));
+        let _ = writeln!(
+            out,
+            "{} ({}, {:?}{rack}) at {}:{}: {} ports, strict priority on queues {}, ECN on {}",
+            i.name,
+            i.vendor,
+            s.role,
+            s.mgmt.address,
+            s.mgmt.port,
+            i.qos.ports.len(),
+            list(i.qos.queues.iter().map(|q| q.queue)),
+            list(
+                i.qos
+                    .queues
+                    .iter()
+                    .filter(|q| q.ecn.is_some())
+                    .map(|q| q.queue)
+            ),
+        );
+        for kind in [
+            RouteKind::RackSubnet,
+            RouteKind::PathBlock,
+            RouteKind::HostPath,
+        ] {
+            let routes: Vec<String> = i
+                .routes
+                .iter()
+                .filter(|r| r.kind == kind)
+                .map(|r| format!("{} via {}", r.prefix, list(r.next_hops.iter())))
+                .collect();
+            if !routes.is_empty() {
+                let what = match kind {
+                    RouteKind::RackSubnet => "rack subnets",
+                    RouteKind::PathBlock => "path blocks",
+                    RouteKind::HostPath => "host paths",
+                };
+                let _ = writeln!(out, "  {what:<13} {}", routes.join("; "));
+            }
+        }
+    }
+}
+
+fn hosts(out: &mut String, plan: &Plan) {
+    let _ = writeln!(out, "\nHosts: what would be configured");
+    for h in &plan.hosts {
+        let paths: Vec<String> = h
+            .path_addresses
+            .iter()
+            .map(|p| format!("{} (via {})", p.address, plan.spines[p.spine]))
+            .collect();
+        let _ = writeln!(
+            out,
+            "rank {} {} (rack {}) {} {}/{} mac {}: path addresses {}",
+            h.rank,
+            h.name,
+            plan.racks[h.rack].name,
+            h.nic.name,
+            h.nic.ip,
+            h.nic.prefix_len,
+            h.nic.mac,
+            if paths.is_empty() {
+                "none".into()
+            } else {
+                paths.join(", ")
+            }
+        );
+        let neighbours: Vec<String> = h
+            .neighbours
+            .iter()
+            .map(|n| format!("{}={}", n.ip, n.mac))
+            .collect();
+        let routes: Vec<String> = h
+            .routes
+            .iter()
+            .map(|r| format!("{} via {}", r.prefix, r.via))
+            .collect();
+        let _ = writeln!(out, "  neighbours {}", neighbours.join(", "));
+        let _ = writeln!(out, "  routes     {}", routes.join("; "));
+    }
+}
+
+fn list<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
+    items.map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+}
+
+fn truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let cut: String = s.chars().take(width - 1).collect();
+        format!("{cut}~")
+    }
+}
+
+fn loss(loss: f64, tolerance: f64) -> String {
+    let mark = if loss <= tolerance { "ok" } else { "OVER" };
+    format!("{loss:.2e} ({tolerance:.2e}) {mark}")
+}
+
+/// Bytes in the largest binary unit that keeps them readable.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

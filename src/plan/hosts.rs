@@ -1,0 +1,182 @@
+//! Each host's part of the plan: addresses, neighbours, routes and transport settings
+//! (DESIGN §4.4).
+//!
+//! A host reaches peers in its rack directly and everything else through its rack's
+//! gateway, so its MAC map is: peer IP → peer MAC inside the rack, any other address →
+//! gateway MAC. The kernel needs only the in-rack part as static neighbours; the
+//! transport's full per-peer view is expanded on demand by [`transport_config`], since
+//! writing it for every host would grow with hosts² × spines.
+
+use std::net::Ipv4Addr;
+
+use endhost::config::{JobConfig, LocalConfig, PeerConfig, TransportConfig};
+use endhost::{MacAddr, PciAddr};
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+use super::Plan;
+use super::routing::Topology;
+use crate::inventory::{Inventory, Mgmt};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostPlan {
+    pub name: String,
+    /// Index into [`Plan::racks`].
+    pub rack: usize,
+    /// Ranks follow rack order, then inventory order, so ring neighbours share racks.
+    pub rank: u32,
+    pub mgmt: Mgmt,
+    pub nic: NicPlan,
+    pub gateway: Neighbour,
+    /// One address per spine the rack reaches, to be added to the data NIC as /32.
+    pub path_addresses: Vec<PathAddress>,
+    /// Static neighbours: the gateway and every other host in the rack.
+    pub neighbours: Vec<Neighbour>,
+    pub routes: Vec<HostRoute>,
+    pub cores: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NicPlan {
+    pub name: String,
+    pub pci: PciAddr,
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    pub prefix_len: u8,
+    pub mtu: u16,
+    /// Speed of the leaf port the NIC is cabled to.
+    pub line_rate_mbps: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Neighbour {
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathAddress {
+    /// Index into [`Plan::spines`] of the spine this address steers through.
+    pub spine: usize,
+    pub address: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRoute {
+    pub prefix: Ipv4Net,
+    pub via: Ipv4Addr,
+}
+
+/// Host plans in rank order.
+pub fn plan_hosts(inv: &Inventory, topo: &Topology) -> Vec<HostPlan> {
+    let mut line_rate = vec![0; inv.hosts.len()];
+    for d in &inv.downlinks {
+        line_rate[d.host] = inv.switches[d.leaf].ports[d.leaf_port].speed_mbps;
+    }
+    let mut plans = Vec::with_capacity(inv.hosts.len());
+    for (r, rack) in inv.racks.iter().enumerate() {
+        let gateway = Neighbour {
+            ip: rack.gateway_ip,
+            mac: rack.gateway_mac,
+        };
+        let mut routes = vec![HostRoute {
+            prefix: inv.fabric.path_pool,
+            via: rack.gateway_ip,
+        }];
+        for (other, o) in inv.racks.iter().enumerate() {
+            if other != r && !topo.shared_spines(r, other).is_empty() {
+                routes.push(HostRoute {
+                    prefix: o.subnet,
+                    via: rack.gateway_ip,
+                });
+            }
+        }
+        for &h in &topo.rack_hosts[r] {
+            let host = &inv.hosts[h];
+            let neighbours = std::iter::once(gateway)
+                .chain(
+                    topo.rack_hosts[r]
+                        .iter()
+                        .filter(|&&peer| peer != h)
+                        .map(|&peer| Neighbour {
+                            ip: inv.hosts[peer].nic.ip,
+                            mac: inv.hosts[peer].nic.mac,
+                        }),
+                )
+                .collect();
+            plans.push(HostPlan {
+                name: host.name.clone(),
+                rack: r,
+                rank: plans.len() as u32,
+                mgmt: host.mgmt.clone(),
+                nic: NicPlan {
+                    name: host.nic.name.clone(),
+                    pci: host.nic.pci,
+                    mac: host.nic.mac,
+                    ip: host.nic.ip,
+                    prefix_len: rack.subnet.prefix_len(),
+                    mtu: inv.fabric.mtu,
+                    line_rate_mbps: line_rate[h],
+                },
+                gateway,
+                path_addresses: topo
+                    .path_addresses(h, r)
+                    .into_iter()
+                    .map(|(spine, address)| PathAddress { spine, address })
+                    .collect(),
+                neighbours,
+                routes: routes.clone(),
+                cores: host.cores.clone(),
+            });
+        }
+    }
+    plans
+}
+
+/// The transport configuration of the host with rank `rank`, with every peer's
+/// next-hop MAC and the path addresses it may spray over.
+pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
+    let me = &plan.hosts[rank];
+    let my_spines = &plan.racks[me.rack].spines;
+    let peers = plan
+        .hosts
+        .iter()
+        .filter(|peer| peer.rank != me.rank)
+        .map(|peer| {
+            let (next_hop_mac, paths) = if peer.rack == me.rack {
+                (peer.nic.mac, vec![peer.nic.ip])
+            } else {
+                let paths = peer
+                    .path_addresses
+                    .iter()
+                    .filter(|p| my_spines.contains(&p.spine))
+                    .map(|p| p.address)
+                    .collect();
+                (me.gateway.mac, paths)
+            };
+            PeerConfig {
+                rank: peer.rank,
+                name: peer.name.clone(),
+                ip: peer.nic.ip,
+                next_hop_mac,
+                paths,
+            }
+        })
+        .collect();
+    TransportConfig {
+        job: JobConfig::clone(&plan.job),
+        rank: me.rank,
+        local: LocalConfig {
+            name: me.name.clone(),
+            nic: me.nic.name.clone(),
+            pci: me.nic.pci,
+            mac: me.nic.mac,
+            ip: me.nic.ip,
+            prefix_len: me.nic.prefix_len,
+            line_rate_mbps: me.nic.line_rate_mbps,
+            path_addresses: me.path_addresses.iter().map(|p| p.address).collect(),
+            cores: me.cores.clone(),
+        },
+        peers,
+    }
+}

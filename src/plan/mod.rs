@@ -1,0 +1,309 @@
+//! The plan: every decision mltctl makes, as one serializable value.
+//!
+//! [`Plan::build`] is a pure function of a validated [`Inventory`]. Rendering, pushing
+//! and the host agent consume it and never decide again what it decided.
+
+pub mod addressing;
+pub mod classes;
+pub mod explain;
+pub mod hosts;
+pub mod routing;
+pub mod thresholds;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use endhost::MacAddr;
+use endhost::config::{JobConfig, Tagging, TransportConfig};
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+use switch_config::{EcnThresholds, QosIntent, QueueIntent, Scheduler, SwitchIntent};
+
+use crate::inventory::{Inventory, Mgmt, PinnedThreshold, Role, Tolerance};
+pub use classes::{GradientClass, QosPlan};
+pub use hosts::HostPlan;
+use thresholds::{Allocation, QueueInput};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub fabric: String,
+    pub qos: QosPlan,
+    pub model: ModelSummary,
+    /// Thresholds per distinct switch buffer size, smallest buffer first.
+    pub thresholds: Vec<ThresholdProfile>,
+    /// Spine names; hosts' path addresses refer to spines by index here.
+    pub spines: Vec<String>,
+    pub racks: Vec<RackPlan>,
+    pub switches: Vec<SwitchPlan>,
+    /// In rank order.
+    pub hosts: Vec<HostPlan>,
+    /// Settings every host's transport shares.
+    pub job: JobConfig,
+}
+
+/// The inputs of the threshold model, as used.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ModelSummary {
+    pub load: f64,
+    /// Fraction of packets sent Not-ECT (unimportant): the importance quantile.
+    pub theta: f64,
+    /// Packet size the model counts buffer in: the fabric MTU.
+    pub packet_bytes: u16,
+    pub tolerance: Tolerance,
+}
+
+/// Thresholds for all switches with one buffer size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdProfile {
+    pub buffer_bytes: u64,
+    pub switches: Vec<String>,
+    /// Buffer the thresholds use together (Σ L_i).
+    pub used_bytes: u64,
+    /// Gradient queues, highest priority first.
+    pub queues: Vec<QueueThreshold>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueThreshold {
+    pub class: u8,
+    pub queue: u8,
+    /// S_i: above this, ECT packets are marked and Not-ECT packets dropped.
+    pub mark_bytes: u64,
+    /// L_i: above this, every packet is dropped.
+    pub limit_bytes: u64,
+    /// ρ_i of the priority-queue model.
+    pub utilisation: f64,
+    pub tolerance_small: f64,
+    pub tolerance_large: f64,
+    #[serde(flatten)]
+    pub allocation: Allocation,
+    /// Set by hand in the inventory rather than by the optimiser.
+    pub pinned: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackPlan {
+    pub name: String,
+    pub subnet: Ipv4Net,
+    pub gateway_ip: Ipv4Addr,
+    pub gateway_mac: MacAddr,
+    pub leaf: String,
+    /// Indices into [`Plan::spines`] of the spines the rack's leaf links to.
+    pub spines: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwitchPlan {
+    pub role: Role,
+    pub rack: Option<String>,
+    pub mgmt: Mgmt,
+    #[serde(flatten)]
+    pub intent: SwitchIntent,
+}
+
+impl Plan {
+    pub fn build(inv: &Inventory) -> Plan {
+        let qos = classes::plan_classes(inv);
+        let topo = routing::Topology::new(inv);
+        let model = ModelSummary {
+            load: inv.training.model.load,
+            theta: inv.training.importance.quantile,
+            packet_bytes: inv.fabric.mtu,
+            tolerance: inv.training.model.tolerance,
+        };
+        let thresholds = threshold_profiles(inv, &qos, &model);
+        let mut routes = routing::switch_routes(inv, &topo);
+        let switches = inv
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let profile = thresholds
+                    .iter()
+                    .find(|p| p.buffer_bytes == s.buffer_bytes)
+                    .expect("every buffer size has a profile");
+                SwitchPlan {
+                    role: s.role,
+                    rack: s.rack.map(|r| inv.racks[r].name.clone()),
+                    mgmt: s.mgmt.clone(),
+                    intent: SwitchIntent {
+                        name: s.name.clone(),
+                        vendor: s.vendor,
+                        qos: switch_qos(&qos, profile, s.ports.iter().map(|p| p.name.clone())),
+                        routes: std::mem::take(&mut routes[i]),
+                    },
+                }
+            })
+            .collect();
+        let racks = inv
+            .racks
+            .iter()
+            .zip(&topo.rack_spines)
+            .map(|(r, spines)| RackPlan {
+                name: r.name.clone(),
+                subnet: r.subnet,
+                gateway_ip: r.gateway_ip,
+                gateway_mac: r.gateway_mac,
+                leaf: inv.switches[r.leaf].name.clone(),
+                spines: spines.clone(),
+            })
+            .collect();
+        let t = &inv.training;
+        let job = JobConfig {
+            job_id: t.job_id,
+            world_size: inv.hosts.len() as u32,
+            loss_bound: t.loss_bound,
+            collective: t.collective,
+            tagging: Tagging {
+                control_dscp: qos.control_dscp,
+                layers: t.layers.len() as u32,
+                classes: qos.classes.iter().map(|c| c.tag).collect(),
+                importance: t.importance,
+            },
+            rate_control: t.rate_control,
+            timeouts: t.timeouts,
+            ports: t.ports,
+            datapath: t.datapath,
+            mtu: inv.fabric.mtu,
+        };
+        Plan {
+            fabric: inv.fabric.name.clone(),
+            spines: topo
+                .spines
+                .iter()
+                .map(|&s| inv.switches[s].name.clone())
+                .collect(),
+            hosts: hosts::plan_hosts(inv, &topo),
+            qos,
+            model,
+            thresholds,
+            racks,
+            switches,
+            job,
+        }
+    }
+
+    /// Rank of the host named `name`.
+    pub fn host_rank(&self, name: &str) -> Option<usize> {
+        self.hosts.iter().position(|h| h.name == name)
+    }
+
+    /// The full transport configuration of the host with rank `rank`.
+    pub fn transport_config(&self, rank: usize) -> TransportConfig {
+        hosts::transport_config(self, rank)
+    }
+}
+
+fn threshold_profiles(
+    inv: &Inventory,
+    qos: &QosPlan,
+    model: &ModelSummary,
+) -> Vec<ThresholdProfile> {
+    let mut by_buffer: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for s in &inv.switches {
+        by_buffer
+            .entry(s.buffer_bytes)
+            .or_default()
+            .push(s.name.clone());
+    }
+    let shares: Vec<f64> = qos.classes.iter().map(|c| c.share).collect();
+    let rho = thresholds::utilisations(model.load, &shares);
+    let packet = f64::from(model.packet_bytes);
+    let pinned: Vec<Option<&PinnedThreshold>> = qos
+        .classes
+        .iter()
+        .map(|c| {
+            inv.training
+                .pinned_thresholds
+                .iter()
+                .find(|p| p.class == c.tag.class)
+        })
+        .collect();
+    let inputs: Vec<QueueInput> = qos
+        .classes
+        .iter()
+        .zip(&rho)
+        .zip(&pinned)
+        .map(|((class, &rho), pinned)| {
+            let (tolerance_small, tolerance_large) =
+                thresholds::class_tolerances(&inv.training.model.tolerance, class.position);
+            QueueInput {
+                rho,
+                tolerance_small,
+                tolerance_large,
+                pinned: pinned.map(|p| {
+                    let small = model.theta * p.mark_bytes as f64 / packet;
+                    (small, p.limit_bytes as f64 / packet - small)
+                }),
+            }
+        })
+        .collect();
+    by_buffer
+        .into_iter()
+        .map(|(buffer_bytes, switches)| {
+            let budget = buffer_bytes / u64::from(model.packet_bytes);
+            let allocations = thresholds::optimise(&inputs, model.theta, budget);
+            let queues: Vec<QueueThreshold> = qos
+                .classes
+                .iter()
+                .zip(&inputs)
+                .zip(&pinned)
+                .zip(allocations)
+                .map(|(((class, input), pinned), a)| {
+                    let (mark_bytes, limit_bytes) = match pinned {
+                        Some(p) => (p.mark_bytes, p.limit_bytes),
+                        None => {
+                            let limit = (a.limit_packets() * packet).round() as u64;
+                            let mark = (a.mark_packets(model.theta) * packet).round() as u64;
+                            (mark.min(limit), limit)
+                        }
+                    };
+                    QueueThreshold {
+                        class: class.tag.class,
+                        queue: class.tag.queue,
+                        mark_bytes,
+                        limit_bytes,
+                        utilisation: input.rho,
+                        tolerance_small: input.tolerance_small,
+                        tolerance_large: input.tolerance_large,
+                        allocation: a,
+                        pinned: pinned.is_some(),
+                    }
+                })
+                .collect();
+            ThresholdProfile {
+                buffer_bytes,
+                switches,
+                used_bytes: queues.iter().map(|q| q.limit_bytes).sum(),
+                queues,
+            }
+        })
+        .collect()
+}
+
+fn switch_qos(
+    qos: &QosPlan,
+    profile: &ThresholdProfile,
+    ports: impl Iterator<Item = String>,
+) -> QosIntent {
+    // Traffic class n is queue n, so the TC map is the queue map.
+    let mut queues = vec![QueueIntent {
+        queue: qos.control_queue,
+        scheduler: Scheduler::Strict,
+        ecn: None,
+    }];
+    queues.extend(profile.queues.iter().map(|q| QueueIntent {
+        queue: q.queue,
+        scheduler: Scheduler::Strict,
+        ecn: Some(EcnThresholds {
+            mark_bytes: q.mark_bytes,
+            limit_bytes: q.limit_bytes,
+        }),
+    }));
+    QosIntent {
+        dscp_to_tc: qos.dscp_to_queue.clone(),
+        tc_to_queue: (0..qos.priorities).collect(),
+        ports: ports.collect(),
+        queues,
+    }
+}

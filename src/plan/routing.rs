@@ -1,0 +1,158 @@
+//! Static routes that make path addresses steer packets through a chosen spine.
+//!
+//! For each rack r and each spine s both reach (see [`PathLayout`]):
+//! - every other leaf routes block (s, r) via s, and rack r's subnet via all the spines
+//!   it shares with r (ECMP, for control traffic);
+//! - spine s routes block (s, r) and rack r's subnet to r's leaf;
+//! - r's leaf routes each of its hosts' path addresses (/32) to that host.
+
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use switch_config::{RouteKind, StaticRoute};
+
+use super::addressing::PathLayout;
+use crate::inventory::Inventory;
+
+/// The fabric's shape as routing sees it.
+pub struct Topology {
+    pub layout: PathLayout,
+    /// Switch index of each spine, in spine order (the order of the inventory).
+    pub spines: Vec<usize>,
+    /// Spine numbers each rack's leaf has links to, ascending.
+    pub rack_spines: Vec<Vec<usize>>,
+    /// (leaf end, spine end) addresses of the links between each rack's leaf and each
+    /// spine, indexed `[rack][spine]`; parallel links give several pairs.
+    pub link_ends: Vec<Vec<Vec<(Ipv4Addr, Ipv4Addr)>>>,
+    /// Hosts of each rack, in inventory order; a host's position is its slot.
+    pub rack_hosts: Vec<Vec<usize>>,
+    /// Slot of each host within its rack.
+    pub host_slot: Vec<usize>,
+}
+
+impl Topology {
+    pub fn new(inv: &Inventory) -> Self {
+        let spines: Vec<usize> = inv.spines().collect();
+        let mut rack_hosts = vec![Vec::new(); inv.racks.len()];
+        let mut host_slot = vec![0; inv.hosts.len()];
+        for (i, h) in inv.hosts.iter().enumerate() {
+            host_slot[i] = rack_hosts[h.rack].len();
+            rack_hosts[h.rack].push(i);
+        }
+        let mut spine_number = vec![usize::MAX; inv.switches.len()];
+        for (n, &s) in spines.iter().enumerate() {
+            spine_number[s] = n;
+        }
+        let mut link_ends = vec![vec![Vec::new(); spines.len()]; inv.racks.len()];
+        for u in &inv.uplinks {
+            let rack = inv.switches[u.leaf].rack.expect("leaves have racks");
+            let addr = |s: usize, p: usize| {
+                let ip = inv.switches[s].ports[p]
+                    .ip
+                    .expect("uplink ports have addresses");
+                ip.addr()
+            };
+            link_ends[rack][spine_number[u.spine]]
+                .push((addr(u.leaf, u.leaf_port), addr(u.spine, u.spine_port)));
+        }
+        let rack_spines = link_ends
+            .iter()
+            .map(|per_spine| {
+                (0..spines.len())
+                    .filter(|&s| !per_spine[s].is_empty())
+                    .collect()
+            })
+            .collect();
+        let most = rack_hosts.iter().map(Vec::len).max().unwrap_or(0);
+        Topology {
+            layout: PathLayout::new(inv.fabric.path_pool, inv.racks.len(), most),
+            spines,
+            rack_spines,
+            link_ends,
+            rack_hosts,
+            host_slot,
+        }
+    }
+
+    /// Spines racks `a` and `b` both reach, ascending.
+    pub fn shared_spines(&self, a: usize, b: usize) -> Vec<usize> {
+        let other = &self.rack_spines[b];
+        self.rack_spines[a]
+            .iter()
+            .copied()
+            .filter(|s| other.contains(s))
+            .collect()
+    }
+
+    /// Path addresses of host `host` in rack `rack`, with the spine each one steers through.
+    pub fn path_addresses(&self, host: usize, rack: usize) -> Vec<(usize, Ipv4Addr)> {
+        let slot = self.host_slot[host];
+        self.rack_spines[rack]
+            .iter()
+            .map(|&s| (s, self.layout.address(s, rack, slot)))
+            .collect()
+    }
+}
+
+/// Static routes of every switch, indexed like [`Inventory::switches`].
+pub fn switch_routes(inv: &Inventory, topo: &Topology) -> Vec<Vec<StaticRoute>> {
+    let mut routes = vec![Vec::new(); inv.switches.len()];
+    for (r, rack) in inv.racks.iter().enumerate() {
+        let has_hosts = !topo.rack_hosts[r].is_empty();
+        // Spines: this rack's subnet and path blocks go to its leaf.
+        for &s in &topo.rack_spines[r] {
+            let to_leaf: Vec<Ipv4Addr> =
+                topo.link_ends[r][s].iter().map(|(leaf, _)| *leaf).collect();
+            let spine_routes = &mut routes[topo.spines[s]];
+            spine_routes.push(route(rack.subnet, to_leaf.clone(), RouteKind::RackSubnet));
+            if has_hosts {
+                spine_routes.push(route(
+                    topo.layout.block(s, r),
+                    to_leaf,
+                    RouteKind::PathBlock,
+                ));
+            }
+        }
+        // Other leaves: this rack through the spines they share with it.
+        for (other_rack, other) in inv.racks.iter().enumerate() {
+            if other_rack == r {
+                continue;
+            }
+            let shared = topo.shared_spines(other_rack, r);
+            if shared.is_empty() {
+                continue;
+            }
+            let via = |s: usize| {
+                topo.link_ends[other_rack][s]
+                    .iter()
+                    .map(|(_, spine)| *spine)
+            };
+            let ecmp: Vec<Ipv4Addr> = shared.iter().flat_map(|&s| via(s)).collect();
+            let leaf_routes = &mut routes[other.leaf];
+            leaf_routes.push(route(rack.subnet, ecmp, RouteKind::RackSubnet));
+            if has_hosts {
+                for &s in &shared {
+                    let block = topo.layout.block(s, r);
+                    leaf_routes.push(route(block, via(s).collect(), RouteKind::PathBlock));
+                }
+            }
+        }
+        // Own leaf: each local path address to its host.
+        for &s in &topo.rack_spines[r] {
+            for (slot, &h) in topo.rack_hosts[r].iter().enumerate() {
+                let addr = Ipv4Net::from(topo.layout.address(s, r, slot));
+                let host_ip = inv.hosts[h].nic.ip;
+                routes[rack.leaf].push(route(addr, vec![host_ip], RouteKind::HostPath));
+            }
+        }
+    }
+    routes
+}
+
+fn route(prefix: Ipv4Net, next_hops: Vec<Ipv4Addr>, kind: RouteKind) -> StaticRoute {
+    StaticRoute {
+        prefix,
+        next_hops,
+        kind,
+    }
+}

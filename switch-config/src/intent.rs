@@ -1,0 +1,159 @@
+//! What one switch must run, independent of vendor syntax.
+//!
+//! `mltctl plan` decides every value here; renderers only translate it. A renderer
+//! that cannot express an item must fail naming the switch, the item and the vendor.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::str::FromStr;
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+/// Switch operating systems mltctl can configure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// SONiC (config_db tables, generic config updater).
+    Sonic,
+    /// Arista EOS (CLI, configure sessions).
+    Eos,
+    /// NVIDIA Cumulus Linux (NVUE).
+    Cumulus,
+    /// NVIDIA Onyx (CLI).
+    Onyx,
+}
+
+impl Vendor {
+    pub const ALL: [Vendor; 4] = [Vendor::Sonic, Vendor::Eos, Vendor::Cumulus, Vendor::Onyx];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Vendor::Sonic => "sonic",
+            Vendor::Eos => "eos",
+            Vendor::Cumulus => "cumulus",
+            Vendor::Onyx => "onyx",
+        }
+    }
+}
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Vendor {
+    type Err = UnknownVendor;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Vendor::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| UnknownVendor(s.to_string()))
+    }
+}
+
+/// A vendor name that is not one of [`Vendor::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownVendor(pub String);
+
+impl fmt::Display for UnknownVendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known: Vec<&str> = Vendor::ALL.iter().map(|v| v.as_str()).collect();
+        write!(
+            f,
+            "unknown vendor `{}` (expected one of: {})",
+            self.0,
+            known.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownVendor {}
+
+/// The QoS and routing intent for one switch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwitchIntent {
+    pub name: String,
+    pub vendor: Vendor,
+    pub qos: QosIntent,
+    pub routes: Vec<StaticRoute>,
+}
+
+/// Classification, scheduling and RED/ECN for the queues the plan owns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QosIntent {
+    /// Traffic class of every DSCP value, indexed by DSCP (always 64 entries).
+    pub dscp_to_tc: Vec<u8>,
+    /// Egress queue of each traffic class the plan uses, indexed by traffic class.
+    pub tc_to_queue: Vec<u8>,
+    /// Ports the maps and queue settings are bound to.
+    pub ports: Vec<String>,
+    /// Settings of the queues the plan owns; queues not listed keep their configuration.
+    pub queues: Vec<QueueIntent>,
+}
+
+/// One egress queue, applied on every port in [`QosIntent::ports`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueIntent {
+    pub queue: u8,
+    pub scheduler: Scheduler,
+    /// Selective dropping; `None` means no RED/ECN profile on this queue.
+    pub ecn: Option<EcnThresholds>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduler {
+    /// Served before every lower queue; among strict queues the higher index wins.
+    Strict,
+}
+
+/// Per-queue selective dropping (MLT §5.2).
+///
+/// Once the queue holds more than `mark_bytes`, ECN-capable (important) packets are
+/// marked and Not-ECT (unimportant) packets are dropped; once it holds more than
+/// `limit_bytes`, every packet is dropped. `mark_bytes <= limit_bytes` always.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EcnThresholds {
+    pub mark_bytes: u64,
+    pub limit_bytes: u64,
+}
+
+/// A static IPv4 route; several next hops mean ECMP.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaticRoute {
+    pub prefix: Ipv4Net,
+    pub next_hops: Vec<Ipv4Addr>,
+    pub kind: RouteKind,
+}
+
+/// Why a route exists; lets reviewers and renderers group routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteKind {
+    /// A remote rack's subnet (control traffic and unlabelled data).
+    RackSubnet,
+    /// A block of path addresses steered through one spine (source routing).
+    PathBlock,
+    /// One local host's path address, delivered to the host.
+    HostPath,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vendor_names_round_trip() {
+        for v in Vendor::ALL {
+            assert_eq!(v.as_str().parse::<Vendor>(), Ok(v));
+        }
+        let err = "junos".parse::<Vendor>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)"
+        );
+    }
+}

@@ -123,10 +123,10 @@ fn read_sections(root: &Node, report: &mut Reporter) -> Sections {
             report.error(top.span(), format!("missing required section `{name}`"));
         }
     }
-    sections.fabric = read_single(top, "fabric", report);
-    sections.defaults = read_single(top, "defaults", report).unwrap_or_default();
-    sections.training = read_single(top, "training", report);
     let mut failed = Failed::default();
+    sections.fabric = read_single(top, "fabric", report, &mut failed);
+    sections.defaults = read_single(top, "defaults", report, &mut failed).unwrap_or_default();
+    sections.training = read_single(top, "training", report, &mut failed);
     sections.racks = read_list(top, "racks", "rack", report, &mut failed);
     sections.switches = read_list(top, "switches", "switch", report, &mut failed);
     sections.hosts = read_list(top, "hosts", "host", report, &mut failed);
@@ -152,21 +152,28 @@ struct Failed {
 
 fn read_single<T: DeserializeOwned>(
     top: &MarkedMappingNode,
-    section: &str,
+    section: &'static str,
     report: &mut Reporter,
+    failed: &mut Failed,
 ) -> Option<T> {
     let node = top.get_node(section)?;
-    if node.as_mapping().is_none() {
-        report.error(node.span(), format!("`{section}` must be a mapping"));
-        return None;
-    }
-    match marked_yaml::from_node(node) {
-        Ok(value) => Some(value),
-        Err(e) => {
-            report.error_at(error_mark(&e, node), describe(&e, section, Some(section)));
+    let result = match node.as_mapping() {
+        None => {
+            report.error(node.span(), format!("`{section}` must be a mapping"));
             None
         }
+        Some(_) => match marked_yaml::from_node(node) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                report.error_at(error_mark(&e, node), describe(&e, None, Some(section)));
+                None
+            }
+        },
+    };
+    if result.is_none() {
+        failed.kinds.insert(section);
     }
+    result
 }
 
 fn read_list<T: DeserializeOwned>(
@@ -206,7 +213,7 @@ fn read_entries<T: DeserializeOwned>(
                     Some(name) => format!("{kind} {name}"),
                     None => format!("{section}[{index}]"),
                 };
-                report.error_at(error_mark(&e, entry), describe(&e, &what, None));
+                report.error_at(error_mark(&e, entry), describe(&e, Some(&what), None));
                 failed.names.extend(name);
                 failed.kinds.insert(kind);
             }
@@ -220,12 +227,44 @@ fn entry_name(entry: &Node) -> Option<String> {
     Some(name.as_str().to_string())
 }
 
-fn error_mark(e: &FromNodeError, fallback: &Node) -> marked_yaml::Marker {
-    e.start_mark().unwrap_or_else(|| start_of(fallback.span()))
+/// Where to point for `e`, found while reading `entry`.
+///
+/// A missing field is reported at the first key of the mapping that lacks it: the
+/// parser marks a block mapping at its first `:`, which reads as a wrong column.
+fn error_mark(e: &FromNodeError, entry: &Node) -> marked_yaml::Marker {
+    if let SerdeError::Other(message, _) = &**e
+        && missing_field(message).is_some()
+        && let Some(first_key) = node_at(entry, e.path())
+            .and_then(Node::as_mapping)
+            .and_then(|m| m.keys().next())
+    {
+        return start_of(first_key.span());
+    }
+    e.start_mark().unwrap_or_else(|| start_of(entry.span()))
 }
 
-/// Turns a serde error into a message that names the field the way it is written.
-fn describe(e: &FromNodeError, what: &str, section: Option<&str>) -> String {
+/// The node at a serde path such as `nic` or `ports[2]` below `node`.
+fn node_at<'n>(node: &'n Node, path: Option<&str>) -> Option<&'n Node> {
+    let Some(path) = path else {
+        return Some(node);
+    };
+    let mut here = node;
+    for part in path.split('.') {
+        let (key, indices) = part.split_once('[').unwrap_or((part, ""));
+        if !key.is_empty() {
+            here = here.as_mapping()?.get_node(key)?;
+        }
+        for index in indices.split('[').filter(|i| !i.is_empty()) {
+            let index: usize = index.trim_end_matches(']').parse().ok()?;
+            here = here.as_sequence()?.get(index)?;
+        }
+    }
+    Some(here)
+}
+
+/// Turns a serde error into a message that names the field the way it is written;
+/// `what` names the list entry it happened in, if any.
+fn describe(e: &FromNodeError, what: Option<&str>, section: Option<&str>) -> String {
     let path = |tail: Option<&str>| {
         let parts = [section, e.path(), tail];
         parts.into_iter().flatten().collect::<Vec<_>>().join(".")
@@ -254,7 +293,10 @@ fn describe(e: &FromNodeError, what: &str, section: Option<&str>) -> String {
             None => format!("`{field}`: {message}"),
         },
     };
-    format!("{what}: {body}")
+    match what {
+        Some(what) => format!("{what}: {body}"),
+        None => body,
+    }
 }
 
 fn missing_field(message: &str) -> Option<&str> {

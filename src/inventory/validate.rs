@@ -376,10 +376,13 @@ impl Validator<'_> {
         let user = own.user.or(defaults.user.clone());
         let key = own.key.or(defaults.key.clone());
         let (Some(user), Some(key)) = (user, key) else {
-            self.error(
-                at,
-                "missing `mgmt.user` or `mgmt.key` (give them here or in defaults.mgmt)",
-            );
+            // A malformed `defaults` section was reported; its absence explains this.
+            if !self.any_failed(&["defaults"]) {
+                self.error(
+                    at,
+                    "missing `mgmt.user` or `mgmt.key` (give them here or in defaults.mgmt)",
+                );
+            }
             return None;
         };
         let key = self.key(&key);

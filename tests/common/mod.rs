@@ -1,0 +1,29 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The workspace root; tests run mltctl from here so paths in messages are stable.
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixture(relative: &str) -> PathBuf {
+    root().join(relative)
+}
+
+/// Runs the mltctl binary built for this test run.
+pub fn mltctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mltctl"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("MLTCTL_INVENTORY")
+        .output()
+        .expect("mltctl runs")
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
+}

@@ -8,15 +8,30 @@ use common::{mltctl, root, text};
 /// Runs `validate` and `plan --json` on one invalid inventory and checks the report.
 fn rejects(name: &str, expected: &[&str]) {
     let path = format!("tests/inventories/invalid/{name}.yaml");
-    let mut want: Vec<String> = expected.iter().map(|line| format!("{path}:{line}")).collect();
+    let mut want: Vec<String> = expected
+        .iter()
+        .map(|line| format!("{path}:{line}"))
+        .collect();
     want.push(format!(
         "mltctl: the inventory has {} problem(s); nothing was changed",
         expected.len()
     ));
-    for command in [&["validate", "-i", &path][..], &["plan", "-i", &path, "--json"]] {
+    for command in [
+        &["validate", "-i", &path][..],
+        &["plan", "-i", &path, "--json"],
+    ] {
         let out = mltctl(command);
-        assert_eq!(out.status.code(), Some(3), "{command:?}: {}", text(&out.stderr));
-        assert_eq!(text(&out.stderr).lines().collect::<Vec<_>>(), want, "{command:?}");
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{command:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(
+            text(&out.stderr).lines().collect::<Vec<_>>(),
+            want,
+            "{command:?}"
+        );
         assert!(out.stdout.is_empty(), "{command:?} wrote to stdout");
     }
 }
@@ -109,7 +124,12 @@ fn every_invalid_inventory_has_a_test() {
         .expect("the invalid inventories exist")
         .map(|e| e.expect("readable entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .map(|p| p.file_stem().expect("a name").to_string_lossy().into_owned())
+        .map(|p| {
+            p.file_stem()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     files.sort();
     let mut covered: Vec<String> = COVERED.iter().map(|s| s.to_string()).collect();

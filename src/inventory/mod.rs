@@ -61,6 +61,15 @@ pub enum Role {
     Spine,
 }
 
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Leaf => "leaf",
+            Role::Spine => "spine",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Switch {
     pub name: String,
@@ -187,9 +196,12 @@ impl Default for ThresholdModel {
     }
 }
 
-/// Loss fractions a model absorbs without extra rounds; defaults are MLT §3.3's.
+/// Loss fractions a model absorbs without extra rounds; defaults are MLT §3.3's
+/// measurements and Table 1's ResNet-50 value (the model §3.3 measured).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
+    /// Loss spread uniformly over every gradient.
+    pub random_loss: f64,
     pub front_layers: f64,
     pub back_layers: f64,
     pub small_gradients: f64,
@@ -199,6 +211,7 @@ pub struct Tolerance {
 impl Default for Tolerance {
     fn default() -> Self {
         Tolerance {
+            random_loss: 0.024,
             front_layers: 0.05,
             back_layers: 0.003,
             small_gradients: 0.20,

@@ -188,6 +188,7 @@ pub struct Model {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
+    pub random_loss: Option<Spanned<f64>>,
     pub front_layers: Option<Spanned<f64>>,
     pub back_layers: Option<Spanned<f64>>,
     pub small_gradients: Option<Spanned<f64>>,

@@ -744,9 +744,7 @@ impl Validator<'_> {
                         _ => {
                             let msg = format!(
                                 "link {} – {} joins two {}s; links join a leaf to a spine or a host to its leaf",
-                                sx.name,
-                                sy.name,
-                                role_name(sx.role)
+                                sx.name, sy.name, sx.role
                             );
                             self.error(&item.span, msg);
                             self.failed.insert("link");
@@ -998,13 +996,6 @@ impl Validator<'_> {
             );
             self.error(at, msg);
         }
-    }
-}
-
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::Leaf => "leaf",
-        Role::Spine => "spine",
     }
 }
 

@@ -85,12 +85,20 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
         "{:>5}  {:<17}  {:>4}",
         q.default_queue, "default", "rest"
     );
+    let t = &m.tolerance;
     let _ = writeln!(
         out,
-        "Model: load {} of line rate at a congested port; {:.0}% of packets unimportant (Not-ECT); buffer counted in {}-byte packets",
+        "Model (MLT Appendix B): load {} of line rate at a congested port; {:.0}% of packets unimportant (Not-ECT); \
+         buffer counted in {}-byte packets\n\
+         Loss tolerated without extra rounds: random {}, front layers {}, back layers {}, small gradients {}, large gradients {}",
         m.load,
         m.theta * 100.0,
-        m.packet_bytes
+        m.packet_bytes,
+        t.random_loss,
+        t.front_layers,
+        t.back_layers,
+        t.small_gradients,
+        t.large_gradients
     );
 }
 
@@ -134,7 +142,7 @@ fn switches(out: &mut String, plan: &Plan) {
             .map_or(String::new(), |r| format!(", rack {r}"));
         let _ = writeln!(
             out,
-            "{} ({}, {:?}{rack}) at {}:{}: {} ports, strict priority on queues {}, ECN on {}",
+            "{} ({}, {}{rack}) at {}:{}: {} ports, strict priority on queues {}, ECN on {}",
             i.name,
             i.vendor,
             s.role,

@@ -30,13 +30,15 @@
 //! gradients under ~20% and large ones under ~0.4%. We turn those measurements into
 //! costs as follows.
 //!
-//! 1. *Tolerance of a sub-queue.* A class's layer tolerance is interpolated
+//! 1. *Tolerance of a sub-queue.* A class's layer tolerance t_layer is interpolated
 //!    geometrically between the front and back tolerances by the position of the class's
 //!    middle layer in the model (the measurements differ by an order of magnitude, so a
-//!    linear blend would let the front value dominate). The magnitude effect scales that
-//!    around the class's average gradient: t^S = t_layer·√(t_small/t_large) and
-//!    t^L = t_layer·√(t_large/t_small), so the geometric mean of the two is the layer's
-//!    own tolerance. Tolerances are capped just below 1.
+//!    linear blend would let the front value dominate). Position and magnitude are taken
+//!    to act independently and multiply: relative to a loss spread uniformly over all
+//!    gradients, which the model tolerates up to t_random (Table 1), a position scales
+//!    the tolerance by t_layer/t_random and a magnitude group by t_mag/t_random, so
+//!    t^S = t_layer·t_small/t_random and t^L = t_layer·t_large/t_random. Each input then
+//!    moves only the sub-queues it describes. Tolerances are capped just below 1.
 //! 2. *Cost of a loss.* A loss within tolerance costs no extra rounds (that is what the
 //!    measurement says); beyond it, the cost grows linearly, in units of the tolerance:
 //!    f(r) = max(0, r − t)/t. A sub-queue that is already within tolerance gains
@@ -113,11 +115,8 @@ pub fn utilisations(load: f64, shares: &[f64]) -> Vec<f64> {
 /// (0 = front layer, 1 = back layer).
 pub fn class_tolerances(t: &Tolerance, position: f64) -> (f64, f64) {
     let layer = t.front_layers.powf(1.0 - position) * t.back_layers.powf(position);
-    let spread = (t.small_gradients / t.large_gradients).sqrt();
-    (
-        (layer * spread).min(MAX_TOLERANCE),
-        (layer / spread).min(MAX_TOLERANCE),
-    )
+    let scale = |magnitude: f64| (layer * magnitude / t.random_loss).min(MAX_TOLERANCE);
+    (scale(t.small_gradients), scale(t.large_gradients))
 }
 
 /// One gradient queue as the optimiser sees it.
@@ -325,11 +324,23 @@ mod tests {
         let t = Tolerance::default();
         let (front_s, front_l) = class_tolerances(&t, 0.0);
         let (back_s, back_l) = class_tolerances(&t, 1.0);
-        // Geometric mean of small and large is the layer tolerance.
-        assert!(close((front_s * front_l).sqrt(), 0.05));
-        assert!(close((back_s * back_l).sqrt(), 0.003));
+        // Front small gradients: 5% · 20% / 2.4%; back large ones: 0.3% · 0.4% / 2.4%.
+        assert!(close(front_s, 0.05 * 0.2 / 0.024));
+        assert!(close(back_l, 0.003 * 0.004 / 0.024));
         assert!(front_s > front_l && back_s > back_l);
-        assert!(front_l > back_l);
+        assert!(front_l > back_l && front_s > back_s);
+        // Halfway, the layer tolerance is the geometric mean of front and back.
+        let (mid_s, _) = class_tolerances(&t, 0.5);
+        assert!(close(mid_s, (0.05f64 * 0.003).sqrt() * 0.2 / 0.024));
+        // A magnitude input moves only its own sub-queues.
+        let stricter = Tolerance {
+            large_gradients: 0.001,
+            ..t
+        };
+        assert_eq!(
+            class_tolerances(&stricter, 0.3).0,
+            class_tolerances(&t, 0.3).0
+        );
     }
 
     fn queue(rho: f64, position: f64) -> QueueInput {

@@ -412,6 +412,7 @@ impl Validator<'_> {
                     default,
                 )
             };
+        let random_loss = fraction(|t| &t.random_loss, "random_loss", d.tolerance.random_loss);
         let front_layers = fraction(
             |t| &t.front_layers,
             "front_layers",
@@ -431,6 +432,7 @@ impl Validator<'_> {
         Some(ThresholdModel {
             load: load?,
             tolerance: Tolerance {
+                random_loss: random_loss?,
                 front_layers: front_layers?,
                 back_layers: back_layers?,
                 small_gradients: small?,

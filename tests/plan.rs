@@ -1,0 +1,519 @@
+//! The plan, checked against what the fabric must do with it.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use common::fixture;
+use endhost::config::TransportConfig;
+use mltctl::generate::{FabricSize, fabric_yaml};
+use mltctl::inventory::{self, Inventory, LoadError};
+use mltctl::plan::thresholds::mm1m_loss;
+use mltctl::plan::{Plan, ThresholdProfile};
+use switch_config::StaticRoute;
+
+fn load(relative: &str) -> Inventory {
+    let path = fixture(relative);
+    let text = std::fs::read_to_string(&path).expect("fixture exists");
+    load_text(&path, &text)
+}
+
+fn load_text(path: &Path, text: &str) -> Inventory {
+    match inventory::load_str(path, text) {
+        Ok(inv) => inv,
+        Err(LoadError::Invalid(problems)) => panic!("{problems}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The small test fabric with extra lines appended to its `training` section.
+fn small_with(training_lines: &str) -> Inventory {
+    let path = fixture("tests/inventories/valid/small.yaml");
+    let base = std::fs::read_to_string(&path).expect("fixture exists");
+    load_text(&path, &format!("{base}{training_lines}"))
+}
+
+fn generated(spines: usize, leaves: usize, hosts_per_leaf: usize) -> Inventory {
+    let yaml = fabric_yaml(FabricSize {
+        spines,
+        leaves,
+        hosts_per_leaf,
+        layers: 30,
+        params_per_layer: 10_000,
+    })
+    .expect("generator accepts the size");
+    load_text(Path::new("generated.yaml"), &yaml)
+}
+
+// ---------------------------------------------------------------- routing walker
+
+/// Who answers for an address: a switch or a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Node {
+    Switch(usize),
+    Host(usize),
+}
+
+/// Follows packets hop by hop through the plan's routing tables.
+struct Walker<'a> {
+    inv: &'a Inventory,
+    plan: &'a Plan,
+    /// Interface addresses of switches and hosts (hosts by rank).
+    owner: HashMap<Ipv4Addr, Node>,
+    /// Switch index in the plan for each switch name.
+    switch_index: HashMap<&'a str, usize>,
+}
+
+impl<'a> Walker<'a> {
+    fn new(inv: &'a Inventory, plan: &'a Plan) -> Self {
+        let mut owner = HashMap::new();
+        for (i, s) in inv.switches.iter().enumerate() {
+            for p in &s.ports {
+                if let Some(ip) = p.ip {
+                    owner.insert(ip.addr(), Node::Switch(i));
+                }
+            }
+        }
+        for r in &inv.racks {
+            owner.insert(r.gateway_ip, Node::Switch(r.leaf));
+        }
+        for (rank, h) in plan.hosts.iter().enumerate() {
+            owner.insert(h.nic.ip, Node::Host(rank));
+            for p in &h.path_addresses {
+                assert!(
+                    owner.insert(p.address, Node::Host(rank)).is_none(),
+                    "{} twice",
+                    p.address
+                );
+            }
+        }
+        let switch_index = plan
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.intent.name.as_str(), i))
+            .collect();
+        Walker {
+            inv,
+            plan,
+            owner,
+            switch_index,
+        }
+    }
+
+    /// Every switch path a packet from host `src` to `dst` may take (one per ECMP
+    /// choice), each ending at the host that owns `dst`; panics on a loop or black hole.
+    fn walk(&self, src: usize, dst: Ipv4Addr) -> Vec<(Vec<String>, usize)> {
+        let host = &self.plan.hosts[src];
+        let rack = &self.plan.racks[host.rack];
+        let first = if rack.subnet.contains(&dst) {
+            dst
+        } else {
+            let route = host
+                .routes
+                .iter()
+                .filter(|r| r.prefix.contains(&dst))
+                .max_by_key(|r| r.prefix.prefix_len())
+                .unwrap_or_else(|| panic!("{}: no route to {dst}", host.name));
+            route.via
+        };
+        let mut done = Vec::new();
+        self.hop(self.owner[&first], dst, Vec::new(), &mut done);
+        done
+    }
+
+    fn hop(
+        &self,
+        at: Node,
+        dst: Ipv4Addr,
+        mut path: Vec<String>,
+        done: &mut Vec<(Vec<String>, usize)>,
+    ) {
+        let s = match at {
+            Node::Host(rank) => {
+                let h = &self.plan.hosts[rank];
+                let owns = h.nic.ip == dst || h.path_addresses.iter().any(|p| p.address == dst);
+                assert!(
+                    owns,
+                    "{dst} delivered to {}, which does not own it (path {path:?})",
+                    h.name
+                );
+                done.push((path, rank));
+                return;
+            }
+            Node::Switch(s) => s,
+        };
+        let name = &self.inv.switches[s].name;
+        assert!(path.len() < 6, "loop towards {dst}: {path:?}");
+        path.push(name.clone());
+        // A leaf delivers its own rack's subnet directly.
+        if let Some(r) = self.inv.switches[s].rack
+            && self.inv.racks[r].subnet.contains(&dst)
+        {
+            return self.hop(self.owner[&dst], dst, path, done);
+        }
+        let routes = &self.plan.switches[self.switch_index[name.as_str()]]
+            .intent
+            .routes;
+        let route: &StaticRoute = routes
+            .iter()
+            .filter(|r| r.prefix.contains(&dst))
+            .max_by_key(|r| r.prefix.prefix_len())
+            .unwrap_or_else(|| panic!("{name}: no route to {dst} (path {path:?})"));
+        for next in &route.next_hops {
+            let node = *self
+                .owner
+                .get(next)
+                .unwrap_or_else(|| panic!("{name}: next hop {next} is nobody's address"));
+            self.hop(node, dst, path.clone(), done);
+        }
+    }
+}
+
+/// For every ordered pair of hosts in different racks and every spine the two racks
+/// share, the destination's path address for that spine leads through that spine only.
+fn every_path_address_steers_through_its_spine(inv: &Inventory) -> usize {
+    let plan = Plan::build(inv);
+    let walker = Walker::new(inv, &plan);
+    let leaf_of = |rack: usize| plan.racks[rack].leaf.clone();
+    let mut walks = 0;
+    for (src, a) in plan.hosts.iter().enumerate() {
+        for (dst, b) in plan.hosts.iter().enumerate() {
+            if a.rack == b.rack {
+                continue;
+            }
+            let a_spines = &plan.racks[a.rack].spines;
+            let shared: Vec<usize> = plan.racks[b.rack]
+                .spines
+                .iter()
+                .copied()
+                .filter(|s| a_spines.contains(s))
+                .collect();
+            assert!(
+                !shared.is_empty(),
+                "{} and {} share no spine",
+                a.name,
+                b.name
+            );
+            for spine in shared {
+                let address = b
+                    .path_addresses
+                    .iter()
+                    .find(|p| p.spine == spine)
+                    .unwrap_or_else(|| panic!("{} has no address via spine {spine}", b.name))
+                    .address;
+                let expected = vec![leaf_of(a.rack), plan.spines[spine].clone(), leaf_of(b.rack)];
+                for (path, reached) in walker.walk(src, address) {
+                    assert_eq!(reached, dst, "{} -> {address}", a.name);
+                    assert_eq!(
+                        path, expected,
+                        "{} -> {} via {}",
+                        a.name, b.name, plan.spines[spine]
+                    );
+                    walks += 1;
+                }
+            }
+            // Control traffic to the plain address takes any shared spine, and arrives.
+            for (path, reached) in walker.walk(src, b.nic.ip) {
+                assert_eq!(reached, dst);
+                assert_eq!(path.len(), 3, "{path:?}");
+            }
+        }
+    }
+    walks
+}
+
+#[test]
+fn lab_path_addresses_steer_through_each_spine() {
+    let walks = every_path_address_steers_through_its_spine(&load("inventory/lab.yaml"));
+    // 4 hosts, each with 2 peers in the other rack, 2 spines.
+    assert_eq!(walks, 4 * 2 * 2);
+}
+
+#[test]
+fn partial_mesh_uses_only_shared_spines() {
+    let inv = load("tests/inventories/valid/partial-mesh.yaml");
+    let walks = every_path_address_steers_through_its_spine(&inv);
+    // r1<->r2 share 2 spines; r3 shares only spine2 with each, over 2 parallel links.
+    assert_eq!(walks, 2 * 4 * 2 + 4 * 4 * 2);
+    let plan = Plan::build(&inv);
+    let c1 = &plan.hosts[plan.host_rank("c1").unwrap()];
+    assert_eq!(c1.path_addresses.len(), 1, "r3 reaches spine2 only");
+    assert_eq!(plan.spines[c1.path_addresses[0].spine], "spine2");
+}
+
+#[test]
+fn generated_fabric_path_addresses_steer_through_each_spine() {
+    let walks = every_path_address_steers_through_its_spine(&generated(3, 5, 3));
+    assert_eq!(walks, 15 * 12 * 3);
+}
+
+// ---------------------------------------------------------------- hosts and MAC maps
+
+#[test]
+fn ranks_follow_racks_and_mac_maps_pick_the_next_hop() {
+    let inv = load("tests/inventories/valid/partial-mesh.yaml");
+    let plan = Plan::build(&inv);
+    let names: Vec<&str> = plan.hosts.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["a1", "a2", "b1", "b2", "c1", "c2"]);
+    for rank in 0..plan.hosts.len() {
+        let me = &plan.hosts[rank];
+        let config: TransportConfig = plan.transport_config(rank);
+        assert_eq!(config.rank as usize, rank);
+        assert_eq!(config.peers.len(), plan.hosts.len() - 1);
+        let my_spines = &plan.racks[me.rack].spines;
+        for peer in &config.peers {
+            let other = &plan.hosts[peer.rank as usize];
+            if other.rack == me.rack {
+                assert_eq!(
+                    peer.next_hop_mac, other.nic.mac,
+                    "{} -> {}",
+                    me.name, other.name
+                );
+                assert_eq!(peer.paths, vec![other.nic.ip]);
+                assert!(
+                    me.neighbours
+                        .iter()
+                        .any(|n| n.ip == other.nic.ip && n.mac == other.nic.mac)
+                );
+            } else {
+                assert_eq!(peer.next_hop_mac, plan.racks[me.rack].gateway_mac);
+                let expected: Vec<Ipv4Addr> = other
+                    .path_addresses
+                    .iter()
+                    .filter(|p| my_spines.contains(&p.spine))
+                    .map(|p| p.address)
+                    .collect();
+                assert_eq!(peer.paths, expected, "{} -> {}", me.name, other.name);
+                assert!(!peer.paths.is_empty());
+            }
+        }
+        assert!(
+            me.neighbours
+                .iter()
+                .any(|n| n.ip == me.gateway.ip && n.mac == me.gateway.mac)
+        );
+    }
+    // The 25G leaf ports set the line rate of rack r2's hosts.
+    let b1 = plan.transport_config(plan.host_rank("b1").unwrap());
+    assert_eq!(b1.local.line_rate_mbps, 25_000);
+}
+
+// ---------------------------------------------------------------- classes and DSCP
+
+#[test]
+fn every_switch_and_host_agrees_on_dscp_and_queues() {
+    let inv = load("inventory/lab.yaml");
+    let plan = Plan::build(&inv);
+    let q = &plan.qos;
+    assert_eq!((q.priorities, q.control_queue, q.default_queue), (8, 7, 0));
+    // Front layers in higher queues: queue numbers fall as classes go back.
+    let queues: Vec<u8> = q.classes.iter().map(|c| c.tag.queue).collect();
+    assert_eq!(queues, [6, 5, 4, 3, 2, 1]);
+    assert_eq!(q.classes.first().unwrap().tag.first_layer, 0);
+    assert_eq!(q.classes.last().unwrap().tag.last_layer, 15);
+    for s in &plan.switches {
+        assert_eq!(
+            s.intent.qos.dscp_to_tc, q.dscp_to_queue,
+            "{}",
+            s.intent.name
+        );
+        assert_eq!(s.intent.qos.dscp_to_tc.len(), 64);
+    }
+    for class in &plan.job.tagging.classes {
+        assert_eq!(q.dscp_to_queue[usize::from(class.dscp)], class.queue);
+    }
+    assert_eq!(
+        q.dscp_to_queue[usize::from(plan.job.tagging.control_dscp)],
+        7
+    );
+    let others = q.dscp_to_queue.iter().filter(|&&queue| queue == 0).count();
+    assert_eq!(others, 64 - 7, "every other DSCP goes to the default queue");
+}
+
+// ---------------------------------------------------------------- thresholds
+
+fn profile<'p>(plan: &'p Plan, buffer: u64) -> &'p ThresholdProfile {
+    plan.thresholds
+        .iter()
+        .find(|p| p.buffer_bytes == buffer)
+        .expect("a profile for the buffer")
+}
+
+#[test]
+fn thresholds_stay_within_every_buffer() {
+    let fabrics = [
+        load("inventory/lab.yaml"),
+        load("tests/inventories/valid/partial-mesh.yaml"),
+        small_with("  model: {load: 1.0}\n"),
+        // A buffer too small for every tolerance: the optimiser must still fit it.
+        {
+            let path = fixture("tests/inventories/valid/small.yaml");
+            let text = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace("buffer_bytes: 1048576", "buffer_bytes: 30000");
+            load_text(&path, &text)
+        },
+    ];
+    for inv in &fabrics {
+        let plan = Plan::build(inv);
+        for p in &plan.thresholds {
+            assert!(
+                p.used_bytes <= p.buffer_bytes,
+                "{}: {} > {}",
+                plan.fabric,
+                p.used_bytes,
+                p.buffer_bytes
+            );
+            for q in &p.queues {
+                assert!(q.mark_bytes <= q.limit_bytes, "{q:?}");
+            }
+        }
+        for s in &plan.switches {
+            let buffer = inv
+                .switches
+                .iter()
+                .find(|w| w.name == s.intent.name)
+                .unwrap()
+                .buffer_bytes;
+            let sum: u64 = s
+                .intent
+                .qos
+                .queues
+                .iter()
+                .filter_map(|q| q.ecn)
+                .map(|e| e.limit_bytes)
+                .sum();
+            assert!(sum <= buffer, "{}", s.intent.name);
+        }
+    }
+}
+
+#[test]
+fn front_layer_queues_get_lower_thresholds_than_back_layer_queues() {
+    // Equal layers: every class carries the same traffic, so position alone decides.
+    let path = fixture("tests/inventories/valid/small.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "layers: {sizes: [1000, 2000, 3000, 4000]}",
+        "layers: {count: 48, params_each: 1000000}",
+    );
+    let plan = Plan::build(&load_text(&path, &text));
+    let queues = &plan.thresholds[0].queues;
+    assert_eq!(queues.len(), 6);
+    for pair in queues.windows(2) {
+        assert!(pair[0].mark_bytes <= pair[1].mark_bytes, "{:?}", pair);
+        assert!(pair[0].limit_bytes <= pair[1].limit_bytes, "{:?}", pair);
+    }
+    let (front, back) = (&queues[0], &queues[5]);
+    assert!(front.mark_bytes < back.mark_bytes && front.limit_bytes < back.limit_bytes);
+
+    // VGG16: the back classes carry most traffic and are the most sensitive.
+    let lab = Plan::build(&load("inventory/lab.yaml"));
+    for p in &lab.thresholds {
+        let (front, back) = (p.queues.first().unwrap(), p.queues.last().unwrap());
+        assert!(front.mark_bytes < back.mark_bytes, "{front:?} vs {back:?}");
+        assert!(
+            front.limit_bytes < back.limit_bytes,
+            "{front:?} vs {back:?}"
+        );
+    }
+}
+
+#[test]
+fn sensitivities_move_thresholds_the_expected_way() {
+    let base = Plan::build(&small_with(""));
+    let q = |plan: &Plan, i: usize| plan.thresholds[0].queues[i].clone();
+    let last = base.thresholds[0].queues.len() - 1;
+
+    // Back layers less tolerant of loss: the back queue needs more room.
+    let strict_back = Plan::build(&small_with("  model: {tolerance: {back_layers: 0.0003}}\n"));
+    assert!(q(&strict_back, last).limit_bytes > q(&base, last).limit_bytes);
+    // Front layers more tolerant: the front queue needs no more room than before.
+    let lax_front = Plan::build(&small_with("  model: {tolerance: {front_layers: 0.3}}\n"));
+    assert!(q(&lax_front, 0).limit_bytes <= q(&base, 0).limit_bytes);
+    // Large gradients less tolerant: limits (where important packets drop) rise;
+    // marks depend on small gradients only and stay.
+    let strict_large = Plan::build(&small_with(
+        "  model: {tolerance: {large_gradients: 0.0004}}\n",
+    ));
+    for i in 0..=last {
+        assert!(
+            q(&strict_large, i).limit_bytes >= q(&base, i).limit_bytes,
+            "queue {i}"
+        );
+        assert_eq!(
+            q(&strict_large, i).mark_bytes,
+            q(&base, i).mark_bytes,
+            "queue {i}"
+        );
+    }
+    assert!((0..=last).any(|i| q(&strict_large, i).limit_bytes > q(&base, i).limit_bytes));
+    // Small gradients more tolerant: marking (where unimportant packets drop) starts earlier.
+    let lax_small = Plan::build(&small_with(
+        "  model: {tolerance: {small_gradients: 0.6}}\n",
+    ));
+    assert!((0..=last).all(|i| q(&lax_small, i).mark_bytes <= q(&base, i).mark_bytes));
+    assert!((0..=last).any(|i| q(&lax_small, i).mark_bytes < q(&base, i).mark_bytes));
+}
+
+#[test]
+fn a_scarce_buffer_goes_to_the_more_sensitive_queue() {
+    let path = fixture("tests/inventories/valid/small.yaml");
+    let scarce = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("buffer_bytes: 1048576", "buffer_bytes: 45000");
+    let plan_for = |extra: &str| Plan::build(&load_text(&path, &format!("{scarce}{extra}")));
+    let base = plan_for("");
+    let strict_back = plan_for("  model: {tolerance: {back_layers: 0.0003}}\n");
+    let (b, s) = (&base.thresholds[0], &strict_back.thresholds[0]);
+    assert!(b.used_bytes <= 45000 && s.used_bytes <= 45000);
+    let last = b.queues.len() - 1;
+    assert!(s.queues[last].limit_bytes > b.queues[last].limit_bytes);
+    // The buffer is fully contended, so the room came from the other queues.
+    let others = |p: &ThresholdProfile| p.queues[..last].iter().map(|q| q.limit_bytes).sum::<u64>();
+    assert!(others(s) < others(b), "{} !< {}", others(s), others(b));
+}
+
+#[test]
+fn predicted_losses_follow_the_mm1m_formula() {
+    // One gradient class carries everything, so its utilisation is the load, 0.5.
+    // Pinned at mark 3000 B and limit 4500 B with 1500-byte packets and θ = 0.5:
+    // S' = 0.5·3000/1500 = 1 packet, L' = 4500/1500 − 1 = 2 packets.
+    let inv = small_with(
+        "  priorities: 3\n  model: {load: 0.5}\n  thresholds:\n    - {class: 0, mark_bytes: 3000, limit_bytes: 4500}\n",
+    );
+    let plan = Plan::build(&inv);
+    let q = &plan.thresholds[0].queues[0];
+    assert!(q.pinned);
+    assert_eq!((q.mark_bytes, q.limit_bytes), (3000, 4500));
+    assert!((q.utilisation - 0.5).abs() < 1e-12);
+    // r(0.5, 1) = (0.5 − 0.25)/(1 − 0.25) = 1/3; r(0.5, 2) = (0.25 − 0.125)/(1 − 0.125) = 1/7.
+    assert!((q.allocation.loss_small - 1.0 / 3.0).abs() < 1e-12, "{q:?}");
+    assert!((q.allocation.loss_large - 1.0 / 7.0).abs() < 1e-12, "{q:?}");
+    // Computed queues report the formula's value for their room too.
+    for q in &Plan::build(&load("inventory/lab.yaml")).thresholds[0].queues {
+        let a = &q.allocation;
+        assert_eq!(a.loss_small, mm1m_loss(q.utilisation, a.small_packets));
+        assert_eq!(a.loss_large, mm1m_loss(q.utilisation, a.large_packets));
+    }
+}
+
+// ---------------------------------------------------------------- the plan as data
+
+#[test]
+fn plan_round_trips_through_json() {
+    let plan = Plan::build(&load("tests/inventories/valid/partial-mesh.yaml"));
+    let json = serde_json::to_string(&plan).unwrap();
+    let back: Plan = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, plan);
+}
+
+#[test]
+fn planning_is_deterministic() {
+    let inv = generated(2, 4, 4);
+    let a = serde_json::to_string(&Plan::build(&inv)).unwrap();
+    let b = serde_json::to_string(&Plan::build(&inv)).unwrap();
+    assert_eq!(a, b);
+}

@@ -335,13 +335,6 @@ fn every_switch_and_host_agrees_on_dscp_and_queues() {
 
 // ---------------------------------------------------------------- thresholds
 
-fn profile<'p>(plan: &'p Plan, buffer: u64) -> &'p ThresholdProfile {
-    plan.thresholds
-        .iter()
-        .find(|p| p.buffer_bytes == buffer)
-        .expect("a profile for the buffer")
-}
-
 #[test]
 fn thresholds_stay_within_every_buffer() {
     let fabrics = [

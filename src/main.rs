@@ -1,4 +1,4 @@
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -235,9 +235,17 @@ fn print(text: &str) -> anyhow::Result<()> {
         .context("cannot write to standard output")
 }
 
+/// Pretty JSON for a person at a terminal, compact JSON for programs.
 fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, value).context("cannot write JSON")?;
+    let stdout = std::io::stdout();
+    let pretty = stdout.is_terminal();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if pretty {
+        serde_json::to_writer_pretty(&mut out, value)
+    } else {
+        serde_json::to_writer(&mut out, value)
+    }
+    .context("cannot write JSON")?;
     writeln!(out)
         .and_then(|()| out.flush())
         .context("cannot write to standard output")

@@ -1,0 +1,169 @@
+//! The command line as admins and launchers use it: outputs, JSON and exit codes.
+
+mod common;
+
+use common::{mltctl, text};
+use endhost::config::TransportConfig;
+use mltctl::plan::Plan;
+
+const LAB: &str = "inventory/lab.yaml";
+
+#[test]
+fn validate_accepts_the_lab() {
+    let out = mltctl(&["validate", "-i", LAB]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "inventory/lab.yaml: valid (4 switches, 4 hosts in 2 racks, 16 layers)\n"
+    );
+}
+
+#[test]
+fn validate_json_lists_problems_for_machines() {
+    let out = mltctl(&[
+        "validate",
+        "-i",
+        "tests/inventories/invalid/duplicate-mac.yaml",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["valid"], false);
+    let problem = &report["problems"][0];
+    assert_eq!(problem["line"], 57);
+    assert_eq!(problem["column"], 49);
+    assert_eq!(
+        problem["message"],
+        "MAC address 02:00:00:00:01:0b is already used by host h1 (line 52)"
+    );
+
+    let out = mltctl(&["validate", "-i", LAB, "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report, serde_json::json!({"valid": true, "problems": []}));
+}
+
+#[test]
+fn plan_json_is_the_plan() {
+    let out = mltctl(&["plan", "-i", LAB, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan: Plan = serde_json::from_slice(&out.stdout).expect("plan JSON parses");
+    assert_eq!(plan.fabric, "lab");
+    assert_eq!(plan.hosts.len(), 4);
+    assert_eq!(plan.switches.len(), 4);
+    assert_eq!(plan.job.job_id, 7);
+}
+
+#[test]
+fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
+    let out = mltctl(&["plan", "-i", LAB, "--explain"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let explained = text(&out.stdout);
+    let plan: Plan =
+        serde_json::from_slice(&mltctl(&["plan", "-i", LAB, "--json"]).stdout).unwrap();
+    // One row per gradient queue: queue, class, DSCP, layers, then traffic and utilisation.
+    let rows: Vec<Vec<&str>> = explained
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for class in &plan.qos.classes {
+        let t = &class.tag;
+        let (queue, id, dscp) = (t.queue.to_string(), t.class.to_string(), t.dscp.to_string());
+        let layers = format!("{}-{}", t.first_layer, t.last_layer);
+        let want = [queue.as_str(), "gradient", "class", &id, &dscp, &layers];
+        assert!(
+            rows.iter().any(|r| r.len() == 9 && r[..6] == want),
+            "no row {want:?} in:\n{explained}"
+        );
+    }
+    assert!(explained.contains("    7  control              46"));
+    assert!(explained.contains("0-2 conv1_1..conv2_1"));
+    assert!(explained.contains("RED/ECN thresholds for a 16.0 MiB buffer (leaf1, leaf2)"));
+    assert!(explained.contains("loss small (tolerance)"));
+    assert!(explained.contains("leaf2 (onyx, leaf, rack r2) at 192.0.2.22:22"));
+    assert!(explained.contains("rank 2 h3 (rack r2) ens1f0 10.1.2.11/24"));
+}
+
+#[test]
+fn plan_host_prints_that_hosts_transport_config() {
+    let out = mltctl(&["plan", "-i", LAB, "--host", "h3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let config: TransportConfig = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(config.rank, 2);
+    assert_eq!(config.local.name, "h3");
+    assert_eq!(config.job.world_size, 4);
+    assert_eq!(config.peers.len(), 3);
+
+    let out = mltctl(&["plan", "-i", LAB, "--host", "h9"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "mltctl: no host named `h9` in the inventory\n"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn unreadable_inventory_is_an_error_not_a_validation_failure() {
+    let out = mltctl(&["validate", "-i", "inventory/missing.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("mltctl: cannot read inventory/missing.yaml: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_command_lines_exit_with_2() {
+    assert_eq!(mltctl(&["plan"]).status.code(), Some(2));
+    assert_eq!(
+        mltctl(&["plan", "-i", LAB, "--json", "--explain"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(mltctl(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn help_documents_exit_codes() {
+    for args in [
+        &["--help"][..],
+        &["validate", "--help"],
+        &["plan", "--help"],
+    ] {
+        let out = mltctl(args);
+        assert_eq!(out.status.code(), Some(0));
+        let help = text(&out.stdout);
+        assert!(help.contains("Exit codes:"), "{args:?}");
+        assert!(help.contains("3  the inventory is invalid"), "{args:?}");
+    }
+}
+
+#[test]
+fn generated_inventories_validate_and_plan() {
+    let dir = std::env::temp_dir().join(format!("mltctl-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gen.yaml");
+    let path = file.to_str().unwrap();
+    let out = mltctl(&[
+        "generate",
+        "--spines",
+        "2",
+        "--leaves",
+        "3",
+        "--hosts-per-leaf",
+        "4",
+        "-o",
+        path,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = mltctl(&["plan", "-i", path]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with(
+        "Fabric gen-2x3x4: 5 switches (2 spines), 3 racks, 12 hosts; 161 layers in 6 gradient classes"
+    ));
+}

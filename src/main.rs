@@ -44,9 +44,9 @@ enum Command {
     },
     /// Plan queues, thresholds, routes and host settings; changes nothing.
     ///
-    /// Without options, prints a summary and the thresholds. --explain adds, per queue,
-    /// the DSCP value, the layers carried, the thresholds and the loss the model
-    /// predicts, and lists what every switch and host would be given.
+    /// Without options, prints per queue the DSCP value, the layers carried, the
+    /// thresholds and the loss the model predicts. --explain adds what every switch and
+    /// host would be configured with.
     #[command(after_help = EXIT_CODES)]
     Plan {
         #[command(flatten)]
@@ -54,7 +54,8 @@ enum Command {
         /// Print the whole plan as JSON (for launchers and scripts).
         #[arg(long, conflicts_with = "explain")]
         json: bool,
-        /// Explain every decision in readable tables.
+        /// Also list what every switch and host would be configured with: queues, static
+        /// routes, path addresses, neighbours.
         #[arg(long)]
         explain: bool,
         /// Print only this host's transport configuration, as JSON (what `endhost run
@@ -148,9 +149,7 @@ fn run(command: Command) -> Result<(), Failure> {
             } else if explain {
                 print(&explain::explain(&plan, &layer_names(&inv)))?;
             } else {
-                let mut out = String::new();
-                explain::summary(&mut out, &plan);
-                print(&out)?;
+                print(&explain::overview(&plan, &layer_names(&inv)))?;
             }
             Ok(())
         }

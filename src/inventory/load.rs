@@ -48,6 +48,7 @@ pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
     let sections = read_sections(&root, &mut report);
     match validate::validate(path, sections, &mut report) {
         Some(inventory) if !report.has_errors() => Ok(inventory),
+        None if !report.has_errors() => unreachable!("validation failed without a problem"),
         _ => Err(LoadError::Invalid(report.finish())),
     }
 }

@@ -229,19 +229,12 @@ pub struct PinnedThreshold {
 }
 
 impl Inventory {
+    /// Indices of the spines, in inventory order.
     pub fn spines(&self) -> impl Iterator<Item = usize> + '_ {
-        self.switches_with_role(Role::Spine)
-    }
-
-    pub fn leaves(&self) -> impl Iterator<Item = usize> + '_ {
-        self.switches_with_role(Role::Leaf)
-    }
-
-    fn switches_with_role(&self, role: Role) -> impl Iterator<Item = usize> + '_ {
         self.switches
             .iter()
             .enumerate()
-            .filter(move |(_, s)| s.role == role)
+            .filter(|(_, s)| s.role == Role::Spine)
             .map(|(i, _)| i)
     }
 

@@ -329,6 +329,7 @@ impl Validator<'_> {
                     subnet,
                     gateway_ip,
                     gateway_mac,
+                    // Set once leaves are known (`rack_leaves`), when the inventory is assembled.
                     leaf: usize::MAX,
                 },
             ));

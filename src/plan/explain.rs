@@ -6,19 +6,24 @@ use switch_config::RouteKind;
 
 use super::Plan;
 
-/// The queues, thresholds and per-device settings, as text.
-pub fn explain(plan: &Plan, layer_names: &[String]) -> String {
+/// What `mltctl plan` prints without options: the summary, queues and thresholds.
+pub fn overview(plan: &Plan, layer_names: &[String]) -> String {
     let mut out = String::new();
     summary(&mut out, plan);
     queues(&mut out, plan, layer_names);
     thresholds(&mut out, plan);
+    out
+}
+
+/// The overview, then what every switch and host would be configured with.
+pub fn explain(plan: &Plan, layer_names: &[String]) -> String {
+    let mut out = overview(plan, layer_names);
     switches(&mut out, plan);
     hosts(&mut out, plan);
     out
 }
 
-/// The short form `mltctl plan` prints without options.
-pub fn summary(out: &mut String, plan: &Plan) {
+fn summary(out: &mut String, plan: &Plan) {
     let q = &plan.qos;
     let routes: usize = plan.switches.iter().map(|s| s.intent.routes.len()).sum();
     let _ = writeln!(

@@ -174,26 +174,28 @@ pub fn optimise(queues: &[QueueInput], theta: f64, budget: u64) -> Vec<Allocatio
         .map(|(s, l)| s + l)
         .sum();
     let mut left = (budget as f64 - pinned).max(0.0).floor() as u64;
+    // Packets per queue, indexed [SMALL] and [LARGE].
     let mut room: Vec<[u32; 2]> = vec![[0, 0]; queues.len()];
-    let mut blocked = vec![false; queues.len()];
     let mut heap = BinaryHeap::new();
     let gain = |q: &QueueInput, side: usize, m: u32| {
         let t = [q.tolerance_small, q.tolerance_large][side];
         let m = f64::from(m);
         excess_cost(mm1m_loss(q.rho, m), t) - excess_cost(mm1m_loss(q.rho, m + 1.0), t)
     };
-    // Small may grow to m+1 only while S ≤ L, i.e. (m+1)(1−θ) ≤ θ·L'.
-    let small_fits =
-        |large: u32, small: u32| f64::from(small + 1) * (1.0 - theta) <= theta * f64::from(large);
-    for (i, q) in queues.iter().enumerate() {
-        if q.pinned.is_some() {
-            continue;
+    // The small sub-queue may take one more packet only while S ≤ L still holds,
+    // i.e. (S' + 1)(1 − θ) ≤ θ·L'. Returns whether it was offered.
+    let offer_small = |heap: &mut BinaryHeap<Candidate>, i: usize, [small, large]: [u32; 2]| {
+        let fits = f64::from(small + 1) * (1.0 - theta) <= theta * f64::from(large);
+        if fits {
+            heap.push(Candidate::new(gain(&queues[i], SMALL, small), i, SMALL));
         }
-        heap.push(Candidate::new(gain(q, 1, 0), i, 1));
-        if small_fits(0, 0) {
-            heap.push(Candidate::new(gain(q, 0, 0), i, 0));
-        } else {
-            blocked[i] = true;
+        fits
+    };
+    let mut small_waits = vec![false; queues.len()];
+    for (i, q) in queues.iter().enumerate() {
+        if q.pinned.is_none() {
+            heap.push(Candidate::new(gain(q, LARGE, 0), i, LARGE));
+            small_waits[i] = !offer_small(&mut heap, i, room[i]);
         }
     }
     while left > 0 {
@@ -202,18 +204,19 @@ pub fn optimise(queues: &[QueueInput], theta: f64, budget: u64) -> Vec<Allocatio
             break;
         }
         let (i, side) = (best.queue, best.side);
-        let q = &queues[i];
         room[i][side] += 1;
         left -= 1;
-        heap.push(Candidate::new(gain(q, side, room[i][side]), i, side));
-        if side == 1 && blocked[i] && small_fits(room[i][1], room[i][0]) {
-            blocked[i] = false;
-            heap.push(Candidate::new(gain(q, 0, room[i][0]), i, 0));
-        }
-        if side == 0 && !small_fits(room[i][1], room[i][0]) {
-            // The small sub-queue's next candidate is in the heap; drop it lazily.
-            blocked[i] = true;
-            heap.retain(|c| !(c.queue == i && c.side == 0));
+        if side == LARGE {
+            heap.push(Candidate::new(
+                gain(&queues[i], LARGE, room[i][LARGE]),
+                i,
+                LARGE,
+            ));
+            if small_waits[i] {
+                small_waits[i] = !offer_small(&mut heap, i, room[i]);
+            }
+        } else {
+            small_waits[i] = !offer_small(&mut heap, i, room[i]);
         }
     }
     queues
@@ -226,7 +229,10 @@ pub fn optimise(queues: &[QueueInput], theta: f64, budget: u64) -> Vec<Allocatio
         .collect()
 }
 
-/// A possible next packet: which queue and sub-queue (0 small, 1 large), and its gain.
+const SMALL: usize = 0;
+const LARGE: usize = 1;
+
+/// A possible next packet: which queue and sub-queue (SMALL or LARGE), and its gain.
 #[derive(Debug)]
 struct Candidate {
     gain: f64,

@@ -510,3 +510,23 @@ fn planning_is_deterministic() {
     let b = serde_json::to_string(&Plan::build(&inv)).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_single_rack_needs_no_spines_routes_or_path_addresses() {
+    let plan = Plan::build(&load("tests/inventories/valid/one-rack.yaml"));
+    assert!(plan.spines.is_empty());
+    assert!(plan.switches.iter().all(|s| s.intent.routes.is_empty()));
+    // Four queues: control, default and the rest (here one layer, so one class).
+    assert_eq!(plan.qos.classes.len(), 1);
+    assert_eq!(plan.qos.classes[0].tag.queue, 2);
+    for h in &plan.hosts {
+        assert!(
+            h.path_addresses.is_empty() && h.routes.is_empty(),
+            "{}",
+            h.name
+        );
+    }
+    let config = plan.transport_config(0);
+    assert_eq!(config.peers[0].paths, vec![plan.hosts[1].nic.ip]);
+    assert_eq!(config.peers[0].next_hop_mac, plan.hosts[1].nic.mac);
+}

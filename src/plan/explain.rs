@@ -189,11 +189,10 @@ fn switches(out: &mut String, plan: &Plan) {
 fn hosts(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "\nHosts: what would be configured");
     for h in &plan.hosts {
-        let paths: Vec<String> = h
+        let paths = h
             .path_addresses
             .iter()
-            .map(|p| format!("{} (via {})", p.address, plan.spines[p.spine]))
-            .collect();
+            .map(|p| format!("{} (via {})", p.address, plan.spines[p.spine]));
         let _ = writeln!(
             out,
             "rank {} {} (rack {}) {} {}/{} mac {}: path addresses {}",
@@ -204,24 +203,25 @@ fn hosts(out: &mut String, plan: &Plan) {
             h.nic.ip,
             h.nic.prefix_len,
             h.nic.mac,
-            if paths.is_empty() {
-                "none".into()
-            } else {
-                paths.join(", ")
-            }
+            joined(paths, ", ")
         );
-        let neighbours: Vec<String> = h
-            .neighbours
-            .iter()
-            .map(|n| format!("{}={}", n.ip, n.mac))
-            .collect();
-        let routes: Vec<String> = h
+        let neighbours = h.neighbours.iter().map(|n| format!("{}={}", n.ip, n.mac));
+        let routes = h
             .routes
             .iter()
-            .map(|r| format!("{} via {}", r.prefix, r.via))
-            .collect();
-        let _ = writeln!(out, "  neighbours {}", neighbours.join(", "));
-        let _ = writeln!(out, "  routes     {}", routes.join("; "));
+            .map(|r| format!("{} via {}", r.prefix, r.via));
+        let _ = writeln!(out, "  neighbours {}", joined(neighbours, ", "));
+        let _ = writeln!(out, "  routes     {}", joined(routes, "; "));
+    }
+}
+
+/// The items separated by `separator`, or "none".
+fn joined(items: impl Iterator<Item = String>, separator: &str) -> String {
+    let items: Vec<String> = items.collect();
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(separator)
     }
 }
 

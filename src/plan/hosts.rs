@@ -79,17 +79,25 @@ pub fn plan_hosts(inv: &Inventory, topo: &Topology) -> Vec<HostPlan> {
             ip: rack.gateway_ip,
             mac: rack.gateway_mac,
         };
-        let mut routes = vec![HostRoute {
-            prefix: inv.fabric.path_pool,
-            via: rack.gateway_ip,
-        }];
-        for (other, o) in inv.racks.iter().enumerate() {
-            if other != r && !topo.shared_spines(r, other).is_empty() {
-                routes.push(HostRoute {
-                    prefix: o.subnet,
+        // Remote racks' subnets, and the path pool when any remote rack is reachable.
+        let mut routes: Vec<HostRoute> = inv
+            .racks
+            .iter()
+            .enumerate()
+            .filter(|&(other, _)| other != r && !topo.shared_spines(r, other).is_empty())
+            .map(|(_, o)| HostRoute {
+                prefix: o.subnet,
+                via: rack.gateway_ip,
+            })
+            .collect();
+        if !routes.is_empty() {
+            routes.insert(
+                0,
+                HostRoute {
+                    prefix: inv.fabric.path_pool,
                     via: rack.gateway_ip,
-                });
-            }
+                },
+            );
         }
         for &h in &topo.rack_hosts[r] {
             let host = &inv.hosts[h];

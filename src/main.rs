@@ -64,16 +64,23 @@ enum Command {
         host: Option<String>,
     },
     /// Write a synthetic leaf-spine inventory, for scale tests and benchmarks.
+    ///
+    /// Every leaf links to every spine; vendors rotate through SONiC, EOS, Cumulus and
+    /// Onyx. Management addresses (10.250.0.0/16) reach nothing: use it for dry runs.
     Generate {
+        /// Spine switches.
         #[arg(long, default_value_t = 16)]
         spines: usize,
+        /// Leaf switches, one per rack.
         #[arg(long, default_value_t = 64)]
         leaves: usize,
+        /// Hosts in each rack (at most 243).
         #[arg(long, default_value_t = 32)]
         hosts_per_leaf: usize,
         /// Layers of the training profile (all of equal size).
         #[arg(long, default_value_t = 161)]
         layers: usize,
+        /// Parameters in each layer.
         #[arg(long, default_value_t = 158_000)]
         params_per_layer: u64,
         /// Write here instead of standard output.

@@ -138,11 +138,10 @@ pub fn switch_routes(inv: &Inventory, topo: &Topology) -> Vec<Vec<StaticRoute>> 
             }
         }
         // Own leaf: each local path address to its host.
-        for &s in &topo.rack_spines[r] {
-            for (slot, &h) in topo.rack_hosts[r].iter().enumerate() {
-                let addr = Ipv4Net::from(topo.layout.address(s, r, slot));
-                let host_ip = inv.hosts[h].nic.ip;
-                routes[rack.leaf].push(route(addr, vec![host_ip], RouteKind::HostPath));
+        for &h in &topo.rack_hosts[r] {
+            let host_ip = inv.hosts[h].nic.ip;
+            for (_, addr) in topo.path_addresses(h, r) {
+                routes[rack.leaf].push(route(addr.into(), vec![host_ip], RouteKind::HostPath));
             }
         }
     }

@@ -80,7 +80,7 @@ invalid_inventories! {
         "69:15: training.priorities is 8 but switch leaf2 has only 4 queues",
     ];
     threshold_over_the_buffer: "threshold-over-buffer" => [
-        "70:50: limit_bytes 2000000 is larger than the 1048576-byte buffer of switch spine1",
+        "70:50: limit_bytes 2048000 is larger than the 1048576-byte buffer of switch spine1",
     ];
     unknown_vendor: "unknown-vendor" => [
         "40:13: unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)",
@@ -102,6 +102,9 @@ invalid_inventories! {
     ];
     password_is_refused: "password" => [
         "7:23: `defaults.mgmt.password`: passwords and other secrets are not accepted in an inventory; reference a key instead (key: {file: PATH}, key: {agent: true} or key: {env: VAR})",
+    ];
+    threshold_not_in_whole_kib: "threshold-not-whole-kib" => [
+        "70:30: mark_bytes 3000 is not a whole number of KiB (1024 bytes), which every vendor can configure exactly",
     ];
     path_pool_too_small: "path-pool-too-small" => [
         "4:14: path pool 10.200.0.0/31 holds 2 addresses but 1 spine(s) x 2 rack(s) of up to 1 host(s) need 4; use a /30 or larger",

@@ -49,6 +49,15 @@ fn generated(spines: usize, leaves: usize, hosts_per_leaf: usize) -> Inventory {
 
 // ---------------------------------------------------------------- routing walker
 
+/// How a walk ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// At the host with this rank, which owns the address.
+    Delivered(usize),
+    /// On a discard route.
+    Discarded,
+}
+
 /// Who answers for an address: a switch or a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Node {
@@ -104,8 +113,8 @@ impl<'a> Walker<'a> {
     }
 
     /// Every switch path a packet from host `src` to `dst` may take (one per ECMP
-    /// choice), each ending at the host that owns `dst`; panics on a loop or black hole.
-    fn walk(&self, src: usize, dst: Ipv4Addr) -> Vec<(Vec<String>, usize)> {
+    /// choice) and how it ends; panics on a loop, a missing route or misdelivery.
+    fn walk(&self, src: usize, dst: Ipv4Addr) -> Vec<(Vec<String>, End)> {
         let host = &self.plan.hosts[src];
         let rack = &self.plan.racks[host.rack];
         let first = if rack.subnet.contains(&dst) {
@@ -129,7 +138,7 @@ impl<'a> Walker<'a> {
         at: Node,
         dst: Ipv4Addr,
         mut path: Vec<String>,
-        done: &mut Vec<(Vec<String>, usize)>,
+        done: &mut Vec<(Vec<String>, End)>,
     ) {
         let s = match at {
             Node::Host(rank) => {
@@ -140,7 +149,7 @@ impl<'a> Walker<'a> {
                     "{dst} delivered to {}, which does not own it (path {path:?})",
                     h.name
                 );
-                done.push((path, rank));
+                done.push((path, End::Delivered(rank)));
                 return;
             }
             Node::Switch(s) => s,
@@ -162,6 +171,10 @@ impl<'a> Walker<'a> {
             .filter(|r| r.prefix.contains(&dst))
             .max_by_key(|r| r.prefix.prefix_len())
             .unwrap_or_else(|| panic!("{name}: no route to {dst} (path {path:?})"));
+        if route.next_hops.is_empty() {
+            done.push((path, End::Discarded));
+            return;
+        }
         for next in &route.next_hops {
             let node = *self
                 .owner
@@ -206,7 +219,7 @@ fn every_path_address_steers_through_its_spine(inv: &Inventory) -> usize {
                     .address;
                 let expected = vec![leaf_of(a.rack), plan.spines[spine].clone(), leaf_of(b.rack)];
                 for (path, reached) in walker.walk(src, address) {
-                    assert_eq!(reached, dst, "{} -> {address}", a.name);
+                    assert_eq!(reached, End::Delivered(dst), "{} -> {address}", a.name);
                     assert_eq!(
                         path, expected,
                         "{} -> {} via {}",
@@ -217,12 +230,64 @@ fn every_path_address_steers_through_its_spine(inv: &Inventory) -> usize {
             }
             // Control traffic to the plain address takes any shared spine, and arrives.
             for (path, reached) in walker.walk(src, b.nic.ip) {
-                assert_eq!(reached, dst);
+                assert_eq!(reached, End::Delivered(dst));
                 assert_eq!(path.len(), 3, "{path:?}");
             }
         }
     }
+    unused_path_addresses_are_discarded_without_looping(&plan, &walker);
     walks
+}
+
+/// A packet to a path address no host owns crosses its spine and is dropped at the
+/// destination rack's leaf, instead of bouncing between that leaf and the spine.
+fn unused_path_addresses_are_discarded_without_looping(plan: &Plan, walker: &Walker) {
+    for (r, rack) in plan.racks.iter().enumerate() {
+        let leaf = plan
+            .switches
+            .iter()
+            .find(|s| s.intent.name == rack.leaf)
+            .unwrap();
+        let blocks = leaf
+            .intent
+            .routes
+            .iter()
+            .filter(|route| route.next_hops.is_empty());
+        for block in blocks.map(|route| route.prefix) {
+            // Offset 0 of every block is left unused.
+            let unused = block.network();
+            // The block's spine is the one routing it; only racks reaching it can send.
+            let spine = plan
+                .spines
+                .iter()
+                .position(|name| {
+                    let spine = plan
+                        .switches
+                        .iter()
+                        .find(|s| &s.intent.name == name)
+                        .unwrap();
+                    spine
+                        .intent
+                        .routes
+                        .iter()
+                        .any(|route| route.prefix == block)
+                })
+                .unwrap_or_else(|| panic!("no spine routes {block}"));
+            let sources = plan
+                .hosts
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.rack != r && plan.racks[h.rack].spines.contains(&spine));
+            for (src, _) in sources {
+                for (path, end) in walker.walk(src, unused) {
+                    assert_eq!(end, End::Discarded, "{unused}: {path:?}");
+                    assert_eq!(path.len(), 3, "{unused}: {path:?}");
+                    assert_eq!(path.last(), Some(&rack.leaf));
+                    assert_eq!(path[1], plan.spines[spine]);
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -362,6 +427,7 @@ fn thresholds_stay_within_every_buffer() {
             );
             for q in &p.queues {
                 assert!(q.mark_bytes <= q.limit_bytes, "{q:?}");
+                assert_eq!((q.mark_bytes % 1024, q.limit_bytes % 1024), (0, 0), "{q:?}");
             }
         }
         for s in &plan.switches {
@@ -472,15 +538,17 @@ fn a_scarce_buffer_goes_to_the_more_sensitive_queue() {
 #[test]
 fn predicted_losses_follow_the_mm1m_formula() {
     // One gradient class carries everything, so its utilisation is the load, 0.5.
-    // Pinned at mark 3000 B and limit 4500 B with 1500-byte packets and θ = 0.5:
-    // S' = 0.5·3000/1500 = 1 packet, L' = 4500/1500 − 1 = 2 packets.
-    let inv = small_with(
-        "  priorities: 3\n  model: {load: 0.5}\n  thresholds:\n    - {class: 0, mark_bytes: 3000, limit_bytes: 4500}\n",
-    );
-    let plan = Plan::build(&inv);
+    // Pinned at mark 2048 B and limit 3072 B with 1024-byte packets and θ = 0.5:
+    // S' = 0.5·2048/1024 = 1 packet, L' = 3072/1024 − 1 = 2 packets.
+    let path = fixture("tests/inventories/valid/small.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "  path_pool: 10.200.0.0/24\n",
+        "  path_pool: 10.200.0.0/24\n  mtu: 1024\n",
+    ) + "  priorities: 3\n  model: {load: 0.5}\n  thresholds:\n    - {class: 0, mark_bytes: 2048, limit_bytes: 3072}\n";
+    let plan = Plan::build(&load_text(&path, &text));
     let q = &plan.thresholds[0].queues[0];
     assert!(q.pinned);
-    assert_eq!((q.mark_bytes, q.limit_bytes), (3000, 4500));
+    assert_eq!((q.mark_bytes, q.limit_bytes), (2048, 3072));
     assert!((q.utilisation - 0.5).abs() < 1e-12);
     // r(0.5, 1) = (0.5 − 0.25)/(1 − 0.25) = 1/3; r(0.5, 2) = (0.25 − 0.125)/(1 − 0.125) = 1/7.
     assert!((q.allocation.loss_small - 1.0 / 3.0).abs() < 1e-12, "{q:?}");

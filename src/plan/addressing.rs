@@ -2,9 +2,10 @@
 //!
 //! Every host owns one address per spine its rack reaches. The pool is cut into one
 //! equal, aligned part per spine; each part into one block per rack; each block holds
-//! the rack's hosts at offsets 1, 2, …. A remote leaf routes block (s, r) via spine s,
-//! spine s routes it to rack r's leaf, and that leaf routes each address to its host —
-//! so the destination address alone picks the spine a packet crosses.
+//! the rack's hosts at offsets 1, 2, …. A leaf routes spine s's whole part via s, spine
+//! s routes block (s, r) to rack r's leaf, and that leaf routes each address to its
+//! host — so the destination address alone picks the spine a packet crosses, and a leaf
+//! needs one route per spine rather than one per spine and rack.
 
 use std::net::Ipv4Addr;
 
@@ -48,6 +49,13 @@ impl PathLayout {
         32 - needed.trailing_zeros() as u8
     }
 
+    /// Spine `spine`'s part of the pool: every rack's block behind that spine.
+    pub fn part(&self, spine: usize) -> Ipv4Net {
+        let base = self.offset(spine, 0, 0);
+        let len = 32 - self.spine_stride.trailing_zeros() as u8;
+        Ipv4Net::new(base, len).expect("a part is an aligned power of two")
+    }
+
     /// Block of rack `rack`'s addresses behind spine `spine`.
     pub fn block(&self, spine: usize, rack: usize) -> Ipv4Net {
         let base = self.offset(spine, rack, 0);
@@ -79,6 +87,9 @@ mod tests {
         assert_eq!(layout.block(0, 0).to_string(), "10.200.0.0/30");
         assert_eq!(layout.block(0, 2).to_string(), "10.200.0.8/30");
         assert_eq!(layout.block(1, 0).to_string(), "10.200.0.16/30");
+        assert_eq!(layout.part(0).to_string(), "10.200.0.0/28");
+        assert_eq!(layout.part(1).to_string(), "10.200.0.16/28");
+        assert!(layout.part(1).contains(&layout.block(1, 2)));
         assert_eq!(layout.address(1, 2, 1), Ipv4Addr::new(10, 200, 0, 26));
         assert_eq!(layout.needed(2), 32);
         assert_eq!(layout.largest_prefix_len(2), 27);

@@ -164,21 +164,25 @@ fn switches(out: &mut String, plan: &Plan) {
             ),
         );
         for kind in [
-            RouteKind::RackSubnet,
+            RouteKind::RackSubnets,
             RouteKind::PathBlock,
             RouteKind::HostPath,
+            RouteKind::Discard,
         ] {
-            let routes: Vec<String> = i
-                .routes
-                .iter()
-                .filter(|r| r.kind == kind)
-                .map(|r| format!("{} via {}", r.prefix, list(r.next_hops.iter())))
-                .collect();
+            let routes = i.routes.iter().filter(|r| r.kind == kind).map(|r| {
+                if r.next_hops.is_empty() {
+                    r.prefix.to_string()
+                } else {
+                    format!("{} via {}", r.prefix, list(r.next_hops.iter()))
+                }
+            });
+            let routes: Vec<String> = routes.collect();
             if !routes.is_empty() {
                 let what = match kind {
-                    RouteKind::RackSubnet => "rack subnets",
+                    RouteKind::RackSubnets => "rack subnets",
                     RouteKind::PathBlock => "path blocks",
                     RouteKind::HostPath => "host paths",
+                    RouteKind::Discard => "discard",
                 };
                 let _ = writeln!(out, "  {what:<13} {}", routes.join("; "));
             }

@@ -15,7 +15,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use super::Plan;
-use super::routing::Topology;
+use super::routing::{self, Topology};
 use crate::inventory::{Inventory, Mgmt};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,25 +79,19 @@ pub fn plan_hosts(inv: &Inventory, topo: &Topology) -> Vec<HostPlan> {
             ip: rack.gateway_ip,
             mac: rack.gateway_mac,
         };
-        // Remote racks' subnets, and the path pool when any remote rack is reachable.
-        let mut routes: Vec<HostRoute> = inv
-            .racks
-            .iter()
-            .enumerate()
-            .filter(|&(other, _)| other != r && !topo.shared_spines(r, other).is_empty())
-            .map(|(_, o)| HostRoute {
-                prefix: o.subnet,
-                via: rack.gateway_ip,
-            })
+        // Remote racks' subnets (aggregated with the host's own, which is connected),
+        // and the path pool when any remote rack is reachable.
+        let remote: Vec<Ipv4Net> = routing::remote_subnets_by_spines(inv, topo, r)
+            .into_values()
+            .flatten()
             .collect();
-        if !routes.is_empty() {
-            routes.insert(
-                0,
-                HostRoute {
-                    prefix: inv.fabric.path_pool,
-                    via: rack.gateway_ip,
-                },
-            );
+        let mut routes = Vec::new();
+        if !remote.is_empty() {
+            let prefixes = std::iter::once(inv.fabric.path_pool).chain(Ipv4Net::aggregate(&remote));
+            routes.extend(prefixes.map(|prefix| HostRoute {
+                prefix,
+                via: rack.gateway_ip,
+            }));
         }
         for &h in &topo.rack_hosts[r] {
             let host = &inv.hosts[h];

@@ -113,6 +113,7 @@ impl Plan {
         };
         let thresholds = threshold_profiles(inv, &qos, &model);
         let mut routes = routing::switch_routes(inv, &topo);
+        let route_scope = route_scope(inv);
         let switches = inv
             .switches
             .iter()
@@ -131,6 +132,7 @@ impl Plan {
                         vendor: s.vendor,
                         qos: switch_qos(&qos, profile, s.ports.iter().map(|p| p.name.clone())),
                         routes: std::mem::take(&mut routes[i]),
+                        route_scope: route_scope.clone(),
                     },
                 }
             })
@@ -194,6 +196,13 @@ impl Plan {
     }
 }
 
+/// The prefixes the plan's static routes live in: the path pool and the rack subnets.
+fn route_scope(inv: &Inventory) -> Vec<Ipv4Net> {
+    let mut scope: Vec<Ipv4Net> = inv.racks.iter().map(|r| r.subnet).collect();
+    scope.push(inv.fabric.path_pool);
+    Ipv4Net::aggregate(&scope)
+}
+
 fn threshold_profiles(
     inv: &Inventory,
     qos: &QosPlan,
@@ -238,10 +247,13 @@ fn threshold_profiles(
             }
         })
         .collect();
+    // Rounding each threshold up to KiB adds under 1 KiB per queue; keep that aside.
+    let rounding_slack = THRESHOLD_UNIT * qos.classes.len() as u64;
     by_buffer
         .into_iter()
         .map(|(buffer_bytes, switches)| {
-            let budget = buffer_bytes / u64::from(model.packet_bytes);
+            let budget =
+                buffer_bytes.saturating_sub(rounding_slack) / u64::from(model.packet_bytes);
             let allocations = thresholds::optimise(&inputs, model.theta, budget);
             let queues: Vec<QueueThreshold> = qos
                 .classes
@@ -253,8 +265,8 @@ fn threshold_profiles(
                     let (mark_bytes, limit_bytes) = match pinned {
                         Some(p) => (p.mark_bytes, p.limit_bytes),
                         None => {
-                            let limit = (a.limit_packets() * packet).round() as u64;
-                            let mark = (a.mark_packets(model.theta) * packet).round() as u64;
+                            let limit = whole_units(a.limit_packets() * packet);
+                            let mark = whole_units(a.mark_packets(model.theta) * packet);
                             (mark.min(limit), limit)
                         }
                     };
@@ -279,6 +291,15 @@ fn threshold_profiles(
             }
         })
         .collect()
+}
+
+/// Thresholds are whole KiB, so every vendor can configure them exactly (Onyx takes
+/// KB); the predicted losses are for the unrounded room, so they are upper bounds.
+pub const THRESHOLD_UNIT: u64 = 1024;
+
+/// `bytes` rounded up to whole [`THRESHOLD_UNIT`]s.
+fn whole_units(bytes: f64) -> u64 {
+    (bytes / THRESHOLD_UNIT as f64 - 1e-9).ceil().max(0.0) as u64 * THRESHOLD_UNIT
 }
 
 fn switch_qos(

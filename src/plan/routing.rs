@@ -1,11 +1,15 @@
 //! Static routes that make path addresses steer packets through a chosen spine.
 //!
-//! For each rack r and each spine s both reach (see [`PathLayout`]):
-//! - every other leaf routes block (s, r) via s, and rack r's subnet via all the spines
-//!   it shares with r (ECMP, for control traffic);
+//! For each rack r and each spine s that r's leaf links to (see [`PathLayout`]):
 //! - spine s routes block (s, r) and rack r's subnet to r's leaf;
-//! - r's leaf routes each of its hosts' path addresses (/32) to that host.
+//! - r's leaf routes spine s's whole part of the pool via s, each of its hosts' path
+//!   addresses (/32) to that host, and discards the rest of its own blocks (which would
+//!   otherwise bounce between leaf and spine);
+//! - every leaf routes the other racks' subnets via the spines it shares with them,
+//!   merged into as few prefixes as cover exactly those subnets (its own subnet may be
+//!   merged in too: it is connected on the leaf, so the more specific route wins).
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -99,53 +103,66 @@ pub fn switch_routes(inv: &Inventory, topo: &Topology) -> Vec<Vec<StaticRoute>> 
     let mut routes = vec![Vec::new(); inv.switches.len()];
     for (r, rack) in inv.racks.iter().enumerate() {
         let has_hosts = !topo.rack_hosts[r].is_empty();
-        // Spines: this rack's subnet and path blocks go to its leaf.
+        let to_leaf = |s: usize| topo.link_ends[r][s].iter().map(|(leaf, _)| *leaf).collect();
+        let via_spine = |s: usize| topo.link_ends[r][s].iter().map(|(_, spine)| *spine);
         for &s in &topo.rack_spines[r] {
-            let to_leaf: Vec<Ipv4Addr> =
-                topo.link_ends[r][s].iter().map(|(leaf, _)| *leaf).collect();
             let spine_routes = &mut routes[topo.spines[s]];
-            spine_routes.push(route(rack.subnet, to_leaf.clone(), RouteKind::RackSubnet));
+            spine_routes.push(route(rack.subnet, to_leaf(s), RouteKind::RackSubnets));
             if has_hosts {
-                spine_routes.push(route(
-                    topo.layout.block(s, r),
-                    to_leaf,
-                    RouteKind::PathBlock,
-                ));
+                let block = topo.layout.block(s, r);
+                spine_routes.push(route(block, to_leaf(s), RouteKind::PathBlock));
             }
         }
-        // Other leaves: this rack through the spines they share with it.
-        for (other_rack, other) in inv.racks.iter().enumerate() {
-            if other_rack == r {
-                continue;
+        let leaf_routes = &mut routes[rack.leaf];
+        for &s in &topo.rack_spines[r] {
+            let part = topo.layout.part(s);
+            leaf_routes.push(route(part, via_spine(s).collect(), RouteKind::PathBlock));
+        }
+        if has_hosts {
+            for &s in &topo.rack_spines[r] {
+                let block = topo.layout.block(s, r);
+                leaf_routes.push(route(block, Vec::new(), RouteKind::Discard));
             }
-            let shared = topo.shared_spines(other_rack, r);
-            if shared.is_empty() {
-                continue;
-            }
-            let via = |s: usize| {
-                topo.link_ends[other_rack][s]
-                    .iter()
-                    .map(|(_, spine)| *spine)
-            };
-            let ecmp: Vec<Ipv4Addr> = shared.iter().flat_map(|&s| via(s)).collect();
-            let leaf_routes = &mut routes[other.leaf];
-            leaf_routes.push(route(rack.subnet, ecmp, RouteKind::RackSubnet));
-            if has_hosts {
-                for &s in &shared {
-                    let block = topo.layout.block(s, r);
-                    leaf_routes.push(route(block, via(s).collect(), RouteKind::PathBlock));
+            for &h in &topo.rack_hosts[r] {
+                let host_ip = inv.hosts[h].nic.ip;
+                for (_, addr) in topo.path_addresses(h, r) {
+                    leaf_routes.push(route(addr.into(), vec![host_ip], RouteKind::HostPath));
                 }
             }
         }
-        // Own leaf: each local path address to its host.
-        for &h in &topo.rack_hosts[r] {
-            let host_ip = inv.hosts[h].nic.ip;
-            for (_, addr) in topo.path_addresses(h, r) {
-                routes[rack.leaf].push(route(addr.into(), vec![host_ip], RouteKind::HostPath));
+        for (shared, subnets) in remote_subnets_by_spines(inv, topo, r) {
+            let ecmp: Vec<Ipv4Addr> = shared.iter().flat_map(|&s| via_spine(s)).collect();
+            for prefix in subnets {
+                leaf_routes.push(route(prefix, ecmp.clone(), RouteKind::RackSubnets));
             }
         }
     }
     routes
+}
+
+/// Other racks' subnets as seen from rack `r`, grouped by the spines `r` shares with
+/// them and aggregated. `r`'s own subnet is merged in where that saves routes (see the
+/// module docs), but never routed on its own.
+pub fn remote_subnets_by_spines(
+    inv: &Inventory,
+    topo: &Topology,
+    r: usize,
+) -> BTreeMap<Vec<usize>, Vec<Ipv4Net>> {
+    let mut groups: BTreeMap<Vec<usize>, Vec<Ipv4Net>> = BTreeMap::new();
+    for (other, rack) in inv.racks.iter().enumerate() {
+        let shared = topo.shared_spines(r, other);
+        if other != r && !shared.is_empty() {
+            groups.entry(shared).or_default().push(rack.subnet);
+        }
+    }
+    let own = inv.racks[r].subnet;
+    for subnets in groups.values_mut() {
+        subnets.push(own);
+        *subnets = Ipv4Net::aggregate(subnets);
+        // What covers only the own subnet is the connected route's job.
+        subnets.retain(|prefix| !own.contains(prefix));
+    }
+    groups
 }
 
 fn route(prefix: Ipv4Net, next_hops: Vec<Ipv4Addr>, kind: RouteKind) -> StaticRoute {

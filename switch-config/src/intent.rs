@@ -79,6 +79,16 @@ pub struct SwitchIntent {
     pub vendor: Vendor,
     pub qos: QosIntent,
     pub routes: Vec<StaticRoute>,
+    /// Static routes inside these prefixes belong to the plan: ones it does not list are
+    /// removed. Routes elsewhere (management, defaults) are never touched.
+    pub route_scope: Vec<Ipv4Net>,
+}
+
+impl SwitchIntent {
+    /// Whether a static route for `prefix` is the plan's to manage.
+    pub fn owns_route(&self, prefix: &Ipv4Net) -> bool {
+        self.route_scope.iter().any(|scope| scope.contains(prefix))
+    }
 }
 
 /// Classification, scheduling and RED/ECN for the queues the plan owns.
@@ -110,18 +120,19 @@ pub enum Scheduler {
     Strict,
 }
 
-/// Per-queue selective dropping (MLT §5.2).
+/// Per-queue selective dropping (MLT §5.2), as a RED/ECN curve.
 ///
-/// Once the queue holds more than `mark_bytes`, ECN-capable (important) packets are
-/// marked and Not-ECT (unimportant) packets are dropped; once it holds more than
-/// `limit_bytes`, every packet is dropped. `mark_bytes <= limit_bytes` always.
+/// Below `mark_bytes` nothing happens. From `mark_bytes` to `limit_bytes` ECN-capable
+/// (important) packets are marked and Not-ECT (unimportant) packets dropped, with a
+/// probability rising to 100%; above `limit_bytes` every ECT packet is marked and every
+/// Not-ECT packet dropped. `mark_bytes <= limit_bytes`, both whole KiB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EcnThresholds {
     pub mark_bytes: u64,
     pub limit_bytes: u64,
 }
 
-/// A static IPv4 route; several next hops mean ECMP.
+/// A static IPv4 route; several next hops mean ECMP, none means discard.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaticRoute {
     pub prefix: Ipv4Net,
@@ -130,15 +141,18 @@ pub struct StaticRoute {
 }
 
 /// Why a route exists; lets reviewers and renderers group routes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RouteKind {
-    /// A remote rack's subnet (control traffic and unlabelled data).
-    RackSubnet,
-    /// A block of path addresses steered through one spine (source routing).
+    /// Rack subnets, aggregated where they are contiguous (control traffic).
+    RackSubnets,
+    /// Path addresses steered through one spine (source routing).
     PathBlock,
     /// One local host's path address, delivered to the host.
     HostPath,
+    /// A local block of path addresses with no host behind it, dropped so that
+    /// packets to unused addresses cannot loop between leaf and spine.
+    Discard,
 }
 
 #[cfg(test)]

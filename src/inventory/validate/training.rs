@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use super::*;
+use crate::plan::THRESHOLD_UNIT;
 
 impl Validator<'_> {
     pub(super) fn training(
@@ -467,6 +468,19 @@ impl Validator<'_> {
                 Some(*entry.class as u8)
             };
             let (mark, limit) = (*entry.mark_bytes, *entry.limit_bytes);
+            for (value, field) in [
+                (&entry.mark_bytes, "mark_bytes"),
+                (&entry.limit_bytes, "limit_bytes"),
+            ] {
+                if **value % THRESHOLD_UNIT != 0 {
+                    let msg = format!(
+                        "{field} {} is not a whole number of KiB (1024 bytes), which every vendor can configure exactly",
+                        **value
+                    );
+                    self.error(value.span(), msg);
+                    ok = false;
+                }
+            }
             if limit == 0 || mark > limit {
                 let msg = format!(
                     "mark_bytes ({mark}) must be at most limit_bytes ({limit}), which must be above 0"

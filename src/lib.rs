@@ -7,3 +7,4 @@ pub mod diag;
 pub mod generate;
 pub mod inventory;
 pub mod plan;
+pub mod switches;

@@ -8,6 +8,7 @@ use mltctl::diag::Diagnostics;
 use mltctl::generate::{FabricSize, fabric_yaml};
 use mltctl::inventory::{self, Inventory, LoadError};
 use mltctl::plan::{Plan, explain};
+use mltctl::switches;
 use serde::Serialize;
 
 const EXIT_CODES: &str = "\
@@ -16,7 +17,8 @@ Exit codes:
   1  error: a file could not be read or written
   2  the command line is wrong
   3  the inventory is invalid; every problem is listed as file:line:col: message
-     and nothing was changed";
+     and nothing was changed
+  6  (diff --exit-code) at least one switch differs from the plan";
 
 /// Deploy an ML-aware network transport from one inventory file.
 ///
@@ -63,6 +65,40 @@ enum Command {
         #[arg(long, value_name = "NAME", conflicts_with_all = ["json", "explain"])]
         host: Option<String>,
     },
+    /// Write every switch's configuration, in its vendor's own syntax, to a directory.
+    ///
+    /// One file per switch: NAME.json (SONiC config_db tables), NAME.cfg (Arista EOS,
+    /// NVIDIA Onyx CLI) or NAME.nvue (NVIDIA Cumulus NVUE commands). If any switch
+    /// cannot be configured as planned, every such problem is reported and nothing is
+    /// written.
+    #[command(after_help = EXIT_CODES)]
+    Render {
+        #[command(flatten)]
+        inventory: InventoryArg,
+        /// Directory to write the files to (created if needed).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Compare the plan with saved running configurations, and show what would change.
+    ///
+    /// DIR holds one running configuration per switch, named as `render` names them
+    /// (or just NAME); a switch without a file is taken to be empty. Only what the plan
+    /// owns is compared, after units, defaults and ordering are normalised; for each
+    /// switch that differs, the commands (SONiC: the JSON patch) that would fix it follow.
+    #[command(after_help = EXIT_CODES)]
+    Diff {
+        #[command(flatten)]
+        inventory: InventoryArg,
+        /// Directory of saved running configurations.
+        #[arg(long, value_name = "DIR")]
+        running: PathBuf,
+        /// Print the differences as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit with 6 when any switch differs (for drift checks in CI).
+        #[arg(long)]
+        exit_code: bool,
+    },
     /// Write a synthetic leaf-spine inventory, for scale tests and benchmarks.
     ///
     /// Every leaf links to every spine; vendors rotate through SONiC, EOS, Cumulus and
@@ -106,6 +142,8 @@ enum Failure {
     Invalid(Diagnostics),
     /// The inventory is invalid and the problems were already printed (as JSON).
     InvalidReported,
+    /// `diff --exit-code` found differences (already printed).
+    Differs,
     Error(anyhow::Error),
 }
 
@@ -128,6 +166,7 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
         Err(Failure::InvalidReported) => ExitCode::from(3),
+        Err(Failure::Differs) => ExitCode::from(6),
         Err(Failure::Error(e)) => {
             eprintln!("mltctl: {e:#}");
             ExitCode::from(1)
@@ -160,6 +199,31 @@ fn run(command: Command) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Command::Render { inventory, out } => {
+            let plan = Plan::build(&load(&inventory.inventory)?);
+            let rendered = switches::render_all(&plan).map_err(|errors| {
+                let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                anyhow::anyhow!(
+                    "{} switch configuration(s) cannot be rendered; nothing was written:\n  {}",
+                    errors.len(),
+                    lines.join("\n  ")
+                )
+            })?;
+            let written = switches::write_all(&out, &rendered)
+                .with_context(|| format!("cannot write to {}", out.display()))?;
+            print(&format!(
+                "wrote {} configurations to {}\n",
+                written.len(),
+                out.display()
+            ))?;
+            Ok(())
+        }
+        Command::Diff {
+            inventory,
+            running,
+            json,
+            exit_code,
+        } => diff(&inventory.inventory, &running, json, exit_code),
         Command::Generate {
             spines,
             leaves,
@@ -183,6 +247,73 @@ fn run(command: Command) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+fn diff(
+    inventory: &std::path::Path,
+    running: &std::path::Path,
+    json: bool,
+    exit_code: bool,
+) -> Result<(), Failure> {
+    if !running.is_dir() {
+        return Err(anyhow::anyhow!("{} is not a directory", running.display()).into());
+    }
+    let plan = Plan::build(&load(inventory)?);
+    let mut diffs = Vec::new();
+    let mut errors = Vec::new();
+    for result in switches::diff_all(&plan, running) {
+        match result {
+            Ok(d) => diffs.push(d),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(anyhow::anyhow!(
+            "cannot compare {} switch(es):\n  {}",
+            errors.len(),
+            errors.join("\n  ")
+        )
+        .into());
+    }
+    let differing = diffs.iter().filter(|d| !d.changes.is_empty()).count();
+    if json {
+        print_json(&serde_json::json!({"switches": diffs, "differing": differing}))?;
+    } else {
+        print(&diff_text(&diffs, differing))?;
+    }
+    if exit_code && differing > 0 {
+        return Err(Failure::Differs);
+    }
+    Ok(())
+}
+
+fn diff_text(diffs: &[switch_config::SwitchDiff], differing: usize) -> String {
+    let mut out = String::new();
+    let changes: usize = diffs.iter().map(|d| d.changes.len()).sum();
+    for d in diffs {
+        if d.changes.is_empty() {
+            out.push_str(&format!("{} ({}): no change\n", d.switch, d.vendor));
+            continue;
+        }
+        out.push_str(&format!(
+            "{} ({}): {} change(s)\n",
+            d.switch,
+            d.vendor,
+            d.changes.len()
+        ));
+        for change in &d.changes {
+            out.push_str(&format!("  {change}\n"));
+        }
+        out.push_str("  to apply:\n");
+        for line in d.commands.lines() {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "{differing} of {} switches differ from the plan ({changes} change(s))\n",
+        diffs.len()
+    ));
+    out
 }
 
 fn validate(path: &std::path::Path, json: bool) -> Result<(), Failure> {

@@ -1,10 +1,114 @@
-//! Switch configuration: the vendor-neutral intent a plan gives each switch.
+//! Switch configuration: the vendor-neutral intent a plan gives each switch, rendered
+//! into each vendor's native configuration, and the semantic difference between that
+//! intent and what a switch runs.
 //!
-//! Rendering, parsing and diffing vendor configurations build on [`intent`].
+//! Each vendor is one small module (in the manner of NAPALM drivers) that knows four
+//! things: what the intent means in its terms ([`items`] with vendor keys), how to read
+//! the parts of a running configuration the plan owns, how to lay the configuration
+//! out (tera templates under `templates/switch/<vendor>/`), and which commands (or, for
+//! SONiC, which JSON patch) turn a running configuration into the intended one.
 
+pub mod cumulus;
+pub mod eos;
+mod error;
 pub mod intent;
+pub mod items;
+pub mod onyx;
+pub mod sonic;
+mod templates;
+mod text;
 
+use std::fmt;
+
+use serde::Serialize;
+
+pub use error::Error;
 pub use intent::{
     EcnThresholds, QosIntent, QueueIntent, RouteKind, Scheduler, StaticRoute, SwitchIntent,
     UnknownVendor, Vendor,
 };
+pub use items::ChangeLine;
+use items::{Change, Items};
+
+/// One vendor's view of the plan.
+trait Driver {
+    type Key: Ord + Clone + fmt::Display;
+    type Value: PartialEq + Clone + fmt::Display;
+
+    /// What the switch must hold for `intent`, in this vendor's terms.
+    fn expected(intent: &SwitchIntent) -> Result<Items<Self::Key, Self::Value>, Error>;
+
+    /// The parts of `running` the plan owns, with the vendor's defaults filled in.
+    fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Self::Key, Self::Value>, Error>;
+
+    /// The configuration text for `intent`.
+    fn render(
+        intent: &SwitchIntent,
+        expected: &Items<Self::Key, Self::Value>,
+    ) -> Result<String, Error>;
+
+    /// Commands (or a patch) that make a switch holding `running` match the plan.
+    fn commands(
+        intent: &SwitchIntent,
+        changes: &[Change<Self::Key, Self::Value>],
+    ) -> Result<String, Error>;
+}
+
+/// The file extension a vendor's configurations are saved under.
+pub fn extension(vendor: Vendor) -> &'static str {
+    match vendor {
+        Vendor::Sonic => "json",
+        Vendor::Eos | Vendor::Onyx => "cfg",
+        Vendor::Cumulus => "nvue",
+    }
+}
+
+/// The configuration `intent` gives its switch, in the vendor's own syntax.
+pub fn render(intent: &SwitchIntent) -> Result<String, Error> {
+    fn with<D: Driver>(intent: &SwitchIntent) -> Result<String, Error> {
+        D::render(intent, &D::expected(intent)?)
+    }
+    match intent.vendor {
+        Vendor::Sonic => with::<sonic::Sonic>(intent),
+        Vendor::Eos => with::<eos::Eos>(intent),
+        Vendor::Cumulus => with::<cumulus::Cumulus>(intent),
+        Vendor::Onyx => with::<onyx::Onyx>(intent),
+    }
+}
+
+/// How a switch differs from its intent, and what would fix it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SwitchDiff {
+    pub switch: String,
+    pub vendor: Vendor,
+    pub changes: Vec<ChangeLine>,
+    /// The commands (SONiC: the JSON patch) that apply the changes; empty if none.
+    pub commands: String,
+}
+
+/// Compares `intent` with `running` (`None`: a switch with nothing configured).
+pub fn diff(intent: &SwitchIntent, running: Option<&str>) -> Result<SwitchDiff, Error> {
+    fn with<D: Driver>(intent: &SwitchIntent, running: &str) -> Result<SwitchDiff, Error> {
+        let expected = D::expected(intent)?;
+        let running = D::parse(running, intent)?;
+        let changes = items::changes(&expected, &running);
+        let commands = if changes.is_empty() {
+            String::new()
+        } else {
+            D::commands(intent, &changes)?
+        };
+        Ok(SwitchDiff {
+            switch: intent.name.clone(),
+            vendor: intent.vendor,
+            changes: changes.iter().map(ChangeLine::from).collect(),
+            commands,
+        })
+    }
+    let running = running.unwrap_or("");
+    match intent.vendor {
+        Vendor::Sonic => with::<sonic::Sonic>(intent, running),
+        Vendor::Eos => with::<eos::Eos>(intent, running),
+        Vendor::Cumulus => with::<cumulus::Cumulus>(intent, running),
+        Vendor::Onyx => with::<onyx::Onyx>(intent, running),
+    }
+}

@@ -24,6 +24,8 @@ pub fn mltctl(args: &[&str]) -> Output {
         .expect("mltctl runs")
 }
 
+pub mod sonic_yang;
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
 }

@@ -1,0 +1,363 @@
+//! NVIDIA Cumulus Linux with NVUE: `nv set` commands, as `nv config show -o commands`
+//! prints them.
+//!
+//! What the plan owns, all in the `default-global` profile, which applies to every port
+//! (so the plan's ports need no binding of their own):
+//! - `qos mapping default-global trust l3` (default l2);
+//! - `qos mapping default-global dscp D switch-priority P` for all 64 DSCP values
+//!   (default P = D/8); the plan's traffic class serves as switch priority;
+//! - `qos egress-queue-mapping default-global switch-priority P traffic-class T` for the
+//!   plan's classes (default T = P);
+//! - `qos egress-scheduler default-global traffic-class Q mode strict` on owned queues
+//!   (default DWRR);
+//! - `qos congestion-control default-global traffic-class Q` with `min-threshold`,
+//!   `max-threshold` (bytes), `probability 100`, `ecn enable` (ECT packets are marked)
+//!   and `red enable` (Not-ECT packets are dropped) on gradient queues, and none on the
+//!   control queue;
+//! - `vrf default router static PREFIX via NH` inside the plan's scope; a discard is
+//!   `via blackhole`.
+//!
+//! Units: bytes, exactly. Running configs may spell the thresholds
+//! `min-threshold-bytes`/`max-threshold-bytes` and list classes as `4,5,7` or `0-3`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use ipnet::Ipv4Net;
+use serde::Serialize;
+
+use crate::items::{Change, Items};
+use crate::text::{
+    NextHop, NextHops, RouteLine, add_route, check_eight_queues, default_class, number_list,
+    parse_error, planned_routes, route_lines,
+};
+use crate::{Driver, Error, SwitchIntent, templates};
+
+pub struct Cumulus;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Key {
+    Trust,
+    DscpPriority(u8),
+    PriorityClass(u8),
+    Scheduler(u8),
+    Congestion(u8),
+    Route(Ipv4Net),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Word(String),
+    Number(u8),
+    Congestion(Congestion),
+    Route(NextHops),
+}
+
+/// One traffic class's congestion control; unset fields are `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Congestion {
+    min_threshold: Option<u64>,
+    max_threshold: Option<u64>,
+    probability: Option<u8>,
+    ecn: Option<bool>,
+    red: Option<bool>,
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Trust => f.write_str("qos trust"),
+            Key::DscpPriority(d) => write!(f, "DSCP {d} switch-priority"),
+            Key::PriorityClass(p) => write!(f, "switch-priority {p} traffic-class"),
+            Key::Scheduler(q) => write!(f, "traffic-class {q} scheduler"),
+            Key::Congestion(q) => write!(f, "traffic-class {q} congestion-control"),
+            Key::Route(prefix) => write!(f, "route {prefix}"),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Word(w) => f.write_str(w),
+            Value::Number(n) => write!(f, "{n}"),
+            Value::Congestion(c) => {
+                let field = |v: Option<String>| v.unwrap_or_else(|| "unset".into());
+                let flag = |v: Option<bool>| {
+                    field(v.map(|on| if on { "enable" } else { "disable" }.into()))
+                };
+                write!(
+                    f,
+                    "{} to {} bytes, {}%, ecn {}, red {}",
+                    field(c.min_threshold.map(|b| b.to_string())),
+                    field(c.max_threshold.map(|b| b.to_string())),
+                    field(c.probability.map(|p| p.to_string())),
+                    flag(c.ecn),
+                    flag(c.red)
+                )
+            }
+            Value::Route(hops) => write!(f, "{hops}"),
+        }
+    }
+}
+
+impl Driver for Cumulus {
+    type Key = Key;
+    type Value = Value;
+
+    fn expected(intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        check_eight_queues(intent)?;
+        let qos = &intent.qos;
+        let mut items = Items::new();
+        items.insert(Key::Trust, Value::Word("l3".into()));
+        for (dscp, &class) in qos.dscp_to_tc.iter().enumerate() {
+            items.insert(Key::DscpPriority(dscp as u8), Value::Number(class));
+        }
+        for (class, &queue) in qos.tc_to_queue.iter().enumerate() {
+            items.insert(Key::PriorityClass(class as u8), Value::Number(queue));
+        }
+        for q in &qos.queues {
+            items.insert(Key::Scheduler(q.queue), Value::Word("strict".into()));
+            if let Some(ecn) = q.ecn {
+                let congestion = Congestion {
+                    min_threshold: Some(ecn.mark_bytes),
+                    max_threshold: Some(ecn.limit_bytes),
+                    probability: Some(100),
+                    ecn: Some(true),
+                    red: Some(true),
+                };
+                items.insert(Key::Congestion(q.queue), Value::Congestion(congestion));
+            }
+        }
+        for (prefix, hops) in planned_routes(intent) {
+            items.insert(Key::Route(prefix), Value::Route(hops));
+        }
+        Ok(items)
+    }
+
+    fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        let qos = &intent.qos;
+        let queues: BTreeSet<u8> = qos.queues.iter().map(|q| q.queue).collect();
+        let classes = qos.tc_to_queue.len() as u8;
+        let mut items = Items::new();
+        items.insert(Key::Trust, Value::Word("l2".into()));
+        for dscp in 0..64u8 {
+            items.insert(Key::DscpPriority(dscp), Value::Number(default_class(dscp)));
+        }
+        for priority in 0..classes {
+            items.insert(Key::PriorityClass(priority), Value::Number(priority));
+        }
+        for &q in &queues {
+            items.insert(Key::Scheduler(q), Value::Word("dwrr".into()));
+        }
+        let mut routes: Items<Key, NextHops> = Items::new();
+        for (index, raw) in running.lines().enumerate() {
+            let line = raw.trim();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let fail =
+                |message: &str| parse_error(intent, index + 1, format!("{message}: `{line}`"));
+            let list = |text: &str| number_list(text).ok_or_else(|| fail("cannot read list"));
+            let number = |text: &str| text.parse::<u64>().map_err(|_| fail("cannot read number"));
+            match words.as_slice() {
+                [
+                    "nv",
+                    "set",
+                    "qos",
+                    "mapping",
+                    "default-global",
+                    "trust",
+                    trust,
+                ] => {
+                    items.insert(Key::Trust, Value::Word(trust.to_string()));
+                }
+                [
+                    "nv",
+                    "set",
+                    "qos",
+                    "mapping",
+                    "default-global",
+                    "dscp",
+                    dscps,
+                    "switch-priority",
+                    p,
+                ] => {
+                    let priority = number(p)? as u8;
+                    for dscp in list(dscps)?.into_iter().filter(|d| *d < 64) {
+                        items.insert(Key::DscpPriority(dscp as u8), Value::Number(priority));
+                    }
+                }
+                [
+                    "nv",
+                    "set",
+                    "qos",
+                    "egress-queue-mapping",
+                    "default-global",
+                    "switch-priority",
+                    ps,
+                    "traffic-class",
+                    t,
+                ] => {
+                    let class = number(t)? as u8;
+                    for priority in list(ps)?.into_iter().filter(|p| *p < u32::from(classes)) {
+                        items.insert(Key::PriorityClass(priority as u8), Value::Number(class));
+                    }
+                }
+                [
+                    "nv",
+                    "set",
+                    "qos",
+                    "egress-scheduler",
+                    "default-global",
+                    "traffic-class",
+                    qs,
+                    "mode",
+                    mode,
+                ] => {
+                    for q in list(qs)?
+                        .into_iter()
+                        .map(|q| q as u8)
+                        .filter(|q| queues.contains(q))
+                    {
+                        items.insert(Key::Scheduler(q), Value::Word(mode.to_string()));
+                    }
+                }
+                [
+                    "nv",
+                    "set",
+                    "qos",
+                    "congestion-control",
+                    "default-global",
+                    "traffic-class",
+                    qs,
+                    field,
+                    value,
+                ] => {
+                    for q in list(qs)?
+                        .into_iter()
+                        .map(|q| q as u8)
+                        .filter(|q| queues.contains(q))
+                    {
+                        let entry = items
+                            .entry(Key::Congestion(q))
+                            .or_insert_with(|| Value::Congestion(Congestion::default()));
+                        let Value::Congestion(c) = entry else {
+                            unreachable!("congestion key")
+                        };
+                        match *field {
+                            "min-threshold" | "min-threshold-bytes" => {
+                                c.min_threshold = Some(number(value)?)
+                            }
+                            "max-threshold" | "max-threshold-bytes" => {
+                                c.max_threshold = Some(number(value)?)
+                            }
+                            "probability" => c.probability = Some(number(value)? as u8),
+                            "ecn" => c.ecn = Some(*value == "enable"),
+                            "red" => c.red = Some(*value == "enable"),
+                            _ => {}
+                        }
+                    }
+                }
+                [
+                    "nv",
+                    "set",
+                    "vrf",
+                    "default",
+                    "router",
+                    "static",
+                    prefix,
+                    "via",
+                    hop,
+                ] => {
+                    let prefix: Ipv4Net = prefix.parse().map_err(|_| fail("cannot read prefix"))?;
+                    if intent.owns_route(&prefix) {
+                        add_route(
+                            &mut routes,
+                            Key::Route(prefix),
+                            NextHop::parse(hop, &["blackhole"]),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        items.extend(routes.into_iter().map(|(k, hops)| (k, Value::Route(hops))));
+        Ok(items)
+    }
+
+    fn render(intent: &SwitchIntent, expected: &Items<Key, Value>) -> Result<String, Error> {
+        let additions: Vec<Change<Key, Value>> = expected
+            .iter()
+            .map(|(key, to)| Change::Add {
+                key: key.clone(),
+                to: to.clone(),
+            })
+            .collect();
+        let view = View::of(intent, &additions, true);
+        templates::render(&intent.name, "cumulus/config.tera", &view)
+    }
+
+    fn commands(intent: &SwitchIntent, changes: &[Change<Key, Value>]) -> Result<String, Error> {
+        templates::render(
+            &intent.name,
+            "cumulus/config.tera",
+            &View::of(intent, changes, false),
+        )
+    }
+}
+
+#[derive(Serialize)]
+struct View<'a> {
+    switch: &'a str,
+    /// A whole configuration (with a title), not a list of fixes.
+    full: bool,
+    trust: Option<String>,
+    dscp: Vec<(u8, u8)>,
+    priorities: Vec<(u8, u8)>,
+    schedulers: Vec<(u8, String)>,
+    congestion: Vec<(u8, Congestion)>,
+    congestion_off: Vec<u8>,
+    routes: Vec<RouteLine>,
+}
+
+impl<'a> View<'a> {
+    fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
+        let mut view = View {
+            switch: &intent.name,
+            full,
+            trust: None,
+            dscp: Vec::new(),
+            priorities: Vec::new(),
+            schedulers: Vec::new(),
+            congestion: Vec::new(),
+            congestion_off: Vec::new(),
+            routes: Vec::new(),
+        };
+        for change in changes {
+            match (change.key(), change.to()) {
+                (Key::Trust, Some(Value::Word(t))) => view.trust = Some(t.clone()),
+                (Key::DscpPriority(d), Some(Value::Number(p))) => view.dscp.push((*d, *p)),
+                (Key::PriorityClass(p), Some(Value::Number(t))) => view.priorities.push((*p, *t)),
+                (Key::Scheduler(q), Some(Value::Word(mode))) => {
+                    view.schedulers.push((*q, mode.clone()))
+                }
+                (Key::Congestion(q), Some(Value::Congestion(c))) => {
+                    view.congestion.push((*q, c.clone()))
+                }
+                (Key::Congestion(q), None) => view.congestion_off.push(*q),
+                (Key::Route(prefix), _) => {
+                    let hops = |v: Option<&Value>| match v {
+                        Some(Value::Route(h)) => Some(h.clone()),
+                        _ => None,
+                    };
+                    view.routes.extend(route_lines(
+                        *prefix,
+                        hops(change.from()).as_ref(),
+                        hops(change.to()).as_ref(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        view
+    }
+}

@@ -1,0 +1,521 @@
+//! NVIDIA Onyx (MLNX-OS): one-line CLI commands, as `show running-config` prints them.
+//!
+//! What the plan owns, on each port of the plan (`Eth1/5` in the inventory is
+//! `ethernet 1/5` on the CLI):
+//! - `qos trust L3` (default L2);
+//! - `qos map dscp D to switch-priority P` for all 64 DSCP values (default P = D/8, left
+//!   out of the running config); the plan's traffic class serves as switch priority;
+//! - `traffic-class T bind switch-priority T` for each of the plan's classes (default:
+//!   each switch priority in the class of the same number);
+//! - `traffic-class Q dcb ets strict` on owned queues (default WRR);
+//! - `traffic-class Q congestion-control ecn minimum-absolute S maximum-absolute L` on
+//!   gradient queues, and none on the control queue;
+//!
+//! and the static routes of the default VRF inside the plan's scope, written
+//! `ip route N /LEN NH`; a discard is `null0`.
+//!
+//! Units: congestion-control thresholds are in KB, taken as 1,024 bytes; the plan's
+//! thresholds are whole KiB, so the conversion is exact. A running config may also
+//! write `K` or `M` after the number. Port ranges such as `ethernet 1/1-1/32` are
+//! expanded port by port.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use serde::Serialize;
+
+use crate::items::{Change, Items};
+use crate::text::{
+    NextHop, NextHops, RouteLine, add_route, check_eight_queues, default_class, dscps_by_class,
+    number_list, parse_error, planned_routes, ranges, route_lines, unexpressible,
+};
+use crate::{Driver, Error, SwitchIntent, templates};
+
+pub struct Onyx;
+
+const KB: u64 = 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Key {
+    Trust(String),
+    DscpPriority(String, u8),
+    ClassBinding(String, u8),
+    Ets(String, u8),
+    Ecn(String, u8),
+    Route(Ipv4Net),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Trust(String),
+    Number(u8),
+    Priorities(BTreeSet<u8>),
+    Strict(bool),
+    /// Control type (`ecn`, `red`, `both`) and absolute thresholds in KB.
+    Ecn {
+        control: String,
+        min_kb: u64,
+        max_kb: u64,
+    },
+    Route(NextHops),
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Trust(p) => write!(f, "{p} qos trust"),
+            Key::DscpPriority(p, d) => write!(f, "{p} DSCP {d} switch-priority"),
+            Key::ClassBinding(p, t) => write!(f, "{p} traffic-class {t} switch-priorities"),
+            Key::Ets(p, q) => write!(f, "{p} traffic-class {q} ETS"),
+            Key::Ecn(p, q) => write!(f, "{p} traffic-class {q} congestion-control"),
+            Key::Route(prefix) => write!(f, "route {prefix}"),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Trust(t) => f.write_str(t),
+            Value::Number(n) => write!(f, "{n}"),
+            Value::Priorities(set) => {
+                let list: Vec<String> = set.iter().map(ToString::to_string).collect();
+                f.write_str(&list.join(","))
+            }
+            Value::Strict(true) => f.write_str("strict"),
+            Value::Strict(false) => f.write_str("wrr"),
+            Value::Ecn {
+                control,
+                min_kb,
+                max_kb,
+            } => write!(f, "{control} {min_kb} KB to {max_kb} KB"),
+            Value::Route(hops) => write!(f, "{hops}"),
+        }
+    }
+}
+
+impl Driver for Onyx {
+    type Key = Key;
+    type Value = Value;
+
+    fn expected(intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        check_eight_queues(intent)?;
+        let qos = &intent.qos;
+        let mut items = Items::new();
+        for port in &qos.ports {
+            cli_port(port).ok_or_else(|| {
+                unexpressible(
+                    intent,
+                    format!("port {port}"),
+                    "Onyx ports are named EthS/P (or EthS/P/N)",
+                )
+            })?;
+            let p = || port.clone();
+            items.insert(Key::Trust(p()), Value::Trust("L3".into()));
+            for (dscp, &class) in qos.dscp_to_tc.iter().enumerate() {
+                items.insert(Key::DscpPriority(p(), dscp as u8), Value::Number(class));
+            }
+            for (class, &queue) in qos.tc_to_queue.iter().enumerate() {
+                // Switch priority = traffic class, bound to the class's queue.
+                let priorities = Value::Priorities([class as u8].into());
+                items.insert(Key::ClassBinding(p(), queue), priorities);
+            }
+            for q in &qos.queues {
+                items.insert(Key::Ets(p(), q.queue), Value::Strict(true));
+                if let Some(ecn) = q.ecn {
+                    let kb = |bytes: u64| {
+                        if bytes % KB == 0 {
+                            Ok(bytes / KB)
+                        } else {
+                            let item = format!("queue {} ECN threshold {bytes} bytes", q.queue);
+                            Err(unexpressible(
+                                intent,
+                                item,
+                                "Onyx sets thresholds in whole KB",
+                            ))
+                        }
+                    };
+                    let value = Value::Ecn {
+                        control: "ecn".into(),
+                        min_kb: kb(ecn.mark_bytes)?,
+                        max_kb: kb(ecn.limit_bytes)?,
+                    };
+                    items.insert(Key::Ecn(p(), q.queue), value);
+                }
+            }
+        }
+        for (prefix, hops) in planned_routes(intent) {
+            items.insert(Key::Route(prefix), Value::Route(hops));
+        }
+        Ok(items)
+    }
+
+    fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        let qos = &intent.qos;
+        let owned: BTreeMap<String, &String> = qos
+            .ports
+            .iter()
+            .filter_map(|p| cli_port(p).map(|cli| (cli, p)))
+            .collect();
+        let queues: BTreeSet<u8> = qos.queues.iter().map(|q| q.queue).collect();
+        let classes = qos.tc_to_queue.len() as u8;
+        // Start from Onyx's defaults, then apply what the running config says.
+        let mut items = Items::new();
+        for port in owned.values() {
+            let p = || (*port).clone();
+            items.insert(Key::Trust(p()), Value::Trust("L2".into()));
+            for dscp in 0..64u8 {
+                items.insert(
+                    Key::DscpPriority(p(), dscp),
+                    Value::Number(default_class(dscp)),
+                );
+            }
+            for class in 0..classes.max(queues.iter().max().map_or(0, |q| q + 1)) {
+                items.insert(
+                    Key::ClassBinding(p(), class),
+                    Value::Priorities([class].into()),
+                );
+            }
+            for &q in &queues {
+                items.insert(Key::Ets(p(), q), Value::Strict(false));
+            }
+        }
+        let mut routes: Items<Key, NextHops> = Items::new();
+        for (index, raw) in running.lines().enumerate() {
+            let line = raw.trim();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let fail =
+                |message: &str| parse_error(intent, index + 1, format!("{message}: `{line}`"));
+            match words.as_slice() {
+                ["interface", "ethernet", spec, rest @ ..] => {
+                    let ports = expand_ports(spec).ok_or_else(|| fail("cannot read port range"))?;
+                    for cli in ports {
+                        let Some(port) = owned.get(&cli) else {
+                            continue;
+                        };
+                        interface_line(&mut items, port, rest, &queues)
+                            .ok_or_else(|| fail("cannot read"))?;
+                    }
+                }
+                ["ip", "route", rest @ ..] => {
+                    if let Some((prefix, hop)) = route_words(rest)
+                        && intent.owns_route(&prefix)
+                    {
+                        add_route(&mut routes, Key::Route(prefix), hop);
+                    }
+                }
+                _ => {}
+            }
+        }
+        items.extend(routes.into_iter().map(|(k, hops)| (k, Value::Route(hops))));
+        // The binding of classes the plan does not use is not its business.
+        items.retain(
+            |k, _| !matches!(k, Key::ClassBinding(_, c) if *c >= classes && !queues.contains(c)),
+        );
+        Ok(items)
+    }
+
+    fn render(intent: &SwitchIntent, expected: &Items<Key, Value>) -> Result<String, Error> {
+        let additions: Vec<Change<Key, Value>> = expected
+            .iter()
+            .map(|(key, to)| Change::Add {
+                key: key.clone(),
+                to: to.clone(),
+            })
+            .collect();
+        let view = View::of(intent, &additions, true);
+        templates::render(&intent.name, "onyx/config.tera", &view)
+    }
+
+    fn commands(intent: &SwitchIntent, changes: &[Change<Key, Value>]) -> Result<String, Error> {
+        templates::render(
+            &intent.name,
+            "onyx/config.tera",
+            &View::of(intent, changes, false),
+        )
+    }
+}
+
+/// Applies one `interface ethernet … REST` line to a port of the plan; `None` when a
+/// statement the plan owns is malformed.
+fn interface_line(
+    items: &mut Items<Key, Value>,
+    port: &str,
+    rest: &[&str],
+    queues: &BTreeSet<u8>,
+) -> Option<()> {
+    let p = || port.to_string();
+    match rest {
+        ["qos", "trust", trust] => {
+            items.insert(Key::Trust(p()), Value::Trust(trust.to_string()));
+        }
+        [
+            "qos",
+            "map",
+            "dscp",
+            list,
+            "to",
+            "switch-priority",
+            priority,
+        ] => {
+            let priority: u8 = priority.parse().ok()?;
+            for dscp in number_list(list)?.into_iter().filter(|d| *d < 64) {
+                items.insert(Key::DscpPriority(p(), dscp as u8), Value::Number(priority));
+            }
+        }
+        [
+            "traffic-class",
+            class,
+            "bind",
+            "switch-priority",
+            priorities @ ..,
+        ] => {
+            let mut set = BTreeSet::new();
+            for word in priorities {
+                set.extend(number_list(word)?.into_iter().map(|v| v as u8));
+            }
+            // A priority belongs to one class: binding it here unbinds it from the
+            // port's other classes.
+            let port_classes = Key::ClassBinding(p(), 0)..=Key::ClassBinding(p(), u8::MAX);
+            for (_, value) in items.range_mut(port_classes) {
+                if let Value::Priorities(other) = value {
+                    other.retain(|sp| !set.contains(sp));
+                }
+            }
+            items.insert(
+                Key::ClassBinding(p(), class.parse().ok()?),
+                Value::Priorities(set),
+            );
+        }
+        ["traffic-class", queue, "dcb", "ets", mode, ..] => {
+            let queue: u8 = queue.parse().ok()?;
+            if queues.contains(&queue) {
+                items.insert(Key::Ets(p(), queue), Value::Strict(*mode == "strict"));
+            }
+        }
+        [
+            "traffic-class",
+            queue,
+            "congestion-control",
+            control,
+            "minimum-absolute",
+            min,
+            "maximum-absolute",
+            max,
+        ] => {
+            let queue: u8 = queue.parse().ok()?;
+            if queues.contains(&queue) {
+                let value = Value::Ecn {
+                    control: control.to_string(),
+                    min_kb: kilobytes(min)?,
+                    max_kb: kilobytes(max)?,
+                };
+                items.insert(Key::Ecn(p(), queue), value);
+            }
+        }
+        _ => {}
+    }
+    Some(())
+}
+
+/// `150`, `150K` or `2M`, in KB.
+fn kilobytes(text: &str) -> Option<u64> {
+    let upper = text.to_ascii_uppercase();
+    let (number, scale) = match upper.strip_suffix('M') {
+        Some(n) => (n, 1024),
+        None => (upper.strip_suffix('K').unwrap_or(&upper), 1),
+    };
+    number.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+/// `[vrf NAME] PREFIX [/LEN | MASK] NEXT-HOP …` in the default VRF.
+fn route_words(words: &[&str]) -> Option<(Ipv4Net, NextHop)> {
+    let words = match words {
+        ["vrf", "default", rest @ ..] => rest,
+        ["vrf", ..] => return None,
+        rest => rest,
+    };
+    let (prefix, rest) = match words {
+        [cidr, rest @ ..] if cidr.contains('/') => (cidr.parse().ok()?, rest),
+        [network, len, rest @ ..] if len.starts_with('/') => (
+            Ipv4Net::new(network.parse().ok()?, len[1..].parse().ok()?).ok()?,
+            rest,
+        ),
+        [network, mask, rest @ ..] => {
+            let mask: Ipv4Addr = mask.parse().ok()?;
+            (
+                Ipv4Net::with_netmask(network.parse().ok()?, mask).ok()?,
+                rest,
+            )
+        }
+        _ => return None,
+    };
+    let hop = rest.first()?;
+    Some((prefix, NextHop::parse(hop, &["null0"])))
+}
+
+/// `Eth1/5` → `1/5` (what follows `ethernet` on the CLI).
+fn cli_port(port: &str) -> Option<String> {
+    let rest = port
+        .strip_prefix("Eth")
+        .or_else(|| port.strip_prefix("eth"))?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    let numeric = parts
+        .iter()
+        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    (numeric && (2..=3).contains(&parts.len())).then(|| rest.to_string())
+}
+
+/// `1/5`, `1/1-1/32` or `1/1/1-1/1/4` → each port's CLI name.
+fn expand_ports(spec: &str) -> Option<Vec<String>> {
+    let Some((first, last)) = spec.split_once('-') else {
+        return Some(vec![spec.to_string()]);
+    };
+    let (prefix, start) = first.rsplit_once('/')?;
+    let (last_prefix, end) = last.rsplit_once('/')?;
+    if prefix != last_prefix {
+        return None;
+    }
+    let (start, end): (u32, u32) = (start.parse().ok()?, end.parse().ok()?);
+    Some((start..=end).map(|n| format!("{prefix}/{n}")).collect())
+}
+
+#[derive(Serialize)]
+struct View<'a> {
+    switch: &'a str,
+    /// A whole configuration (with a title), not a list of fixes.
+    full: bool,
+    ports: Vec<PortView>,
+    routes: Vec<RouteLine>,
+}
+
+#[derive(Serialize)]
+struct PortView {
+    cli: String,
+    trust: Option<String>,
+    dscp_maps: Vec<(String, u8)>,
+    bindings: Vec<(u8, String)>,
+    strict: Vec<u8>,
+    /// (queue, control, min KB, max KB) to set.
+    ecn: Vec<(u8, String, u64, u64)>,
+    ecn_off: Vec<u8>,
+}
+
+impl<'a> View<'a> {
+    fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
+        let mut ports: BTreeMap<&str, PortView> = BTreeMap::new();
+        let mut dscps: BTreeMap<&str, Vec<(u8, u8)>> = BTreeMap::new();
+        let mut routes = Vec::new();
+        for change in changes {
+            let port = match change.key() {
+                Key::Trust(p)
+                | Key::DscpPriority(p, _)
+                | Key::ClassBinding(p, _)
+                | Key::Ets(p, _)
+                | Key::Ecn(p, _) => p,
+                Key::Route(prefix) => {
+                    let hops = |v: Option<&Value>| match v {
+                        Some(Value::Route(h)) => Some(h.clone()),
+                        _ => None,
+                    };
+                    routes.extend(route_lines(
+                        *prefix,
+                        hops(change.from()).as_ref(),
+                        hops(change.to()).as_ref(),
+                    ));
+                    continue;
+                }
+            };
+            let view = ports.entry(port.as_str()).or_insert_with(|| PortView {
+                cli: cli_port(port).unwrap_or_else(|| port.clone()),
+                trust: None,
+                dscp_maps: Vec::new(),
+                bindings: Vec::new(),
+                strict: Vec::new(),
+                ecn: Vec::new(),
+                ecn_off: Vec::new(),
+            });
+            match (change.key(), change.to()) {
+                (Key::Trust(_), Some(Value::Trust(t))) => view.trust = Some(t.clone()),
+                (Key::DscpPriority(_, d), Some(Value::Number(sp))) => {
+                    dscps.entry(port.as_str()).or_default().push((*d, *sp));
+                }
+                (Key::ClassBinding(_, class), Some(Value::Priorities(set))) if !set.is_empty() => {
+                    let list: Vec<String> = set.iter().map(ToString::to_string).collect();
+                    view.bindings.push((*class, list.join(" ")));
+                }
+                (Key::Ets(_, q), Some(Value::Strict(true))) => view.strict.push(*q),
+                (
+                    Key::Ecn(_, q),
+                    Some(Value::Ecn {
+                        control,
+                        min_kb,
+                        max_kb,
+                    }),
+                ) => {
+                    view.ecn.push((*q, control.clone(), *min_kb, *max_kb));
+                }
+                (Key::Ecn(_, q), None) => view.ecn_off.push(*q),
+                _ => {}
+            }
+        }
+        for (port, pairs) in dscps {
+            let view = ports
+                .get_mut(port)
+                .expect("every DSCP change has a port view");
+            for (target, values) in dscps_by_class(pairs.into_iter()) {
+                view.dscp_maps
+                    .extend(ranges(&values).into_iter().map(|r| (r, target)));
+            }
+        }
+        View {
+            switch: &intent.name,
+            full,
+            ports: ports.into_values().collect(),
+            routes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_names_and_ranges() {
+        assert_eq!(cli_port("Eth1/5").as_deref(), Some("1/5"));
+        assert_eq!(cli_port("Eth1/5/2").as_deref(), Some("1/5/2"));
+        assert_eq!(cli_port("swp1"), None);
+        assert_eq!(cli_port("Eth1"), None);
+        assert_eq!(expand_ports("1/1-1/3").unwrap(), ["1/1", "1/2", "1/3"]);
+        assert_eq!(expand_ports("1/7").unwrap(), ["1/7"]);
+        assert_eq!(expand_ports("1/1-2/3"), None);
+    }
+
+    #[test]
+    fn route_forms() {
+        let (p, hop) = route_words(&["10.2.2.0", "/24", "10.3.3.3"]).unwrap();
+        assert_eq!(
+            (p.to_string(), hop.to_string()),
+            ("10.2.2.0/24".into(), "10.3.3.3".into())
+        );
+        let (p, _) = route_words(&["vrf", "default", "0.0.0.0/0", "10.102.255.13"]).unwrap();
+        assert_eq!(p.to_string(), "0.0.0.0/0");
+        let (p, hop) = route_words(&["10.0.0.0", "255.0.0.0", "null0"]).unwrap();
+        assert_eq!(
+            (p.to_string(), hop),
+            ("10.0.0.0/8".into(), NextHop::Discard)
+        );
+        assert_eq!(route_words(&["vrf", "mgmt", "0.0.0.0/0", "1.1.1.1"]), None);
+    }
+
+    #[test]
+    fn kilobyte_forms() {
+        assert_eq!(kilobytes("150"), Some(150));
+        assert_eq!(kilobytes("150K"), Some(150));
+        assert_eq!(kilobytes("2M"), Some(2048));
+        assert_eq!(kilobytes("x"), None);
+    }
+}

@@ -1,0 +1,540 @@
+//! SONiC: config_db tables as JSON, and RFC 6902 JSON patches for the generic config
+//! updater (`config apply-patch`).
+//!
+//! What the plan owns:
+//! - `DSCP_TO_TC_MAP|MLT` (all 64 DSCP values) and `TC_TO_QUEUE_MAP|MLT`;
+//! - `SCHEDULER|MLT_STRICT` (type STRICT), bound to every owned queue;
+//! - `WRED_PROFILE|MLT_Q<q>` per gradient queue: green WRED with `ecn: ecn_green`,
+//!   `green_min_threshold` = mark, `green_max_threshold` = limit (bytes, exactly),
+//!   `green_drop_probability` 100. All traffic of the plan is green.
+//! - `QUEUE|<port>|<q>` for every port and owned queue (its `scheduler` and
+//!   `wred_profile`), and any other `QUEUE` entry naming an `MLT_` object (stale);
+//! - the `dscp_to_tc_map` and `tc_to_queue_map` fields of `PORT_QOS_MAP|<port>` — the
+//!   entry's other fields (PFC and the like) are left alone;
+//! - `STATIC_ROUTE|default|<prefix>` inside the plan's scope; a discard is
+//!   `blackhole: true`.
+//!
+//! Spelling is not a difference: references written the old way (`[SCHEDULER|x]`) and
+//! route keys without `default|` compare equal to the plan's. `QUEUE` entries keyed by a
+//! range of queues (`Ethernet0|3-4`) are not read; mltctl writes one entry per queue.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::{Map, Value as Json, json};
+
+use crate::items::{Change, Items};
+use crate::text::{NextHop, NextHops, add_route, parse_error, planned_routes};
+use crate::{Driver, Error, SwitchIntent, templates};
+
+pub struct Sonic;
+
+const MAP: &str = "MLT";
+const SCHEDULER: &str = "MLT_STRICT";
+const OWNED_PREFIX: &str = "MLT_";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Table {
+    DscpToTcMap,
+    TcToQueueMap,
+    Scheduler,
+    WredProfile,
+    Queue,
+    PortQosMap,
+    StaticRoute,
+}
+
+impl Table {
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::DscpToTcMap => "DSCP_TO_TC_MAP",
+            Table::TcToQueueMap => "TC_TO_QUEUE_MAP",
+            Table::Scheduler => "SCHEDULER",
+            Table::WredProfile => "WRED_PROFILE",
+            Table::Queue => "QUEUE",
+            Table::PortQosMap => "PORT_QOS_MAP",
+            Table::StaticRoute => "STATIC_ROUTE",
+        }
+    }
+}
+
+/// An object (`field: None`) or one field of it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    table: Table,
+    object: String,
+    field: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Value {
+    /// The object exists; holds its key as the switch spells it.
+    Object(String),
+    Field(String),
+    /// A static route: where it goes, and its key as the switch spells it.
+    Route {
+        hops: NextHops,
+        key: String,
+    },
+}
+
+/// Spellings of keys are not differences (see the module documentation).
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::Object(_), Value::Object(_)) => true,
+            (Value::Field(a), Value::Field(b)) => a == b,
+            (Value::Route { hops: a, .. }, Value::Route { hops: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}|{}", self.table.name(), self.object)?;
+        match &self.field {
+            Some(field) => write!(f, " {field}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Object(_) => f.write_str("present"),
+            Value::Field(v) => f.write_str(v),
+            Value::Route { hops, .. } => write!(f, "{hops}"),
+        }
+    }
+}
+
+impl Driver for Sonic {
+    type Key = Key;
+    type Value = Value;
+
+    fn expected(intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        let qos = &intent.qos;
+        let mut items = Items::new();
+        let mut object = |table: Table, name: String, fields: Vec<(&str, String)>| {
+            let key = |field: Option<&str>| Key {
+                table,
+                object: name.clone(),
+                field: field.map(String::from),
+            };
+            items.insert(key(None), Value::Object(name.clone()));
+            for (field, value) in fields {
+                items.insert(key(Some(field)), Value::Field(value));
+            }
+        };
+        let numbered = |values: &[u8]| -> Vec<(String, String)> {
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i.to_string(), v.to_string()))
+                .collect()
+        };
+        let dscp = numbered(&qos.dscp_to_tc);
+        object(
+            Table::DscpToTcMap,
+            MAP.into(),
+            dscp.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
+        );
+        let tc = numbered(&qos.tc_to_queue);
+        object(
+            Table::TcToQueueMap,
+            MAP.into(),
+            tc.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
+        );
+        object(
+            Table::Scheduler,
+            SCHEDULER.into(),
+            vec![("type", "STRICT".into())],
+        );
+        for q in &qos.queues {
+            if let Some(ecn) = q.ecn {
+                let fields = vec![
+                    ("ecn", "ecn_green".into()),
+                    ("green_drop_probability", "100".into()),
+                    ("green_max_threshold", ecn.limit_bytes.to_string()),
+                    ("green_min_threshold", ecn.mark_bytes.to_string()),
+                    ("wred_green_enable", "true".into()),
+                ];
+                object(Table::WredProfile, wred_name(q.queue), fields);
+            }
+        }
+        for port in &qos.ports {
+            for q in &qos.queues {
+                let mut fields = vec![("scheduler", SCHEDULER.to_string())];
+                if q.ecn.is_some() {
+                    fields.push(("wred_profile", wred_name(q.queue)));
+                }
+                object(Table::Queue, format!("{port}|{}", q.queue), fields);
+            }
+            let maps = vec![
+                ("dscp_to_tc_map", MAP.to_string()),
+                ("tc_to_queue_map", MAP.to_string()),
+            ];
+            object(Table::PortQosMap, port.clone(), maps);
+        }
+        for (prefix, hops) in planned_routes(intent) {
+            let key = format!("default|{prefix}");
+            let route = Key {
+                table: Table::StaticRoute,
+                object: key.clone(),
+                field: None,
+            };
+            items.insert(route, Value::Route { hops, key });
+        }
+        Ok(items)
+    }
+
+    fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        let mut items = Items::new();
+        if running.trim().is_empty() {
+            return Ok(items);
+        }
+        let doc: Json = serde_json::from_str(running)
+            .map_err(|e| parse_error(intent, e.line(), format!("not config_db JSON: {e}")))?;
+        let table = |name: &str| doc.get(name).and_then(Json::as_object);
+        for (table_kind, name) in [(Table::DscpToTcMap, MAP), (Table::TcToQueueMap, MAP)] {
+            if let Some(object) = table(table_kind.name())
+                .and_then(|t| t.get(name))
+                .and_then(Json::as_object)
+            {
+                add_object(&mut items, table_kind, name, object, None);
+            }
+        }
+        for table_kind in [Table::Scheduler, Table::WredProfile] {
+            for (name, object) in table(table_kind.name()).into_iter().flatten() {
+                if let (true, Some(object)) = (name.starts_with(OWNED_PREFIX), object.as_object()) {
+                    add_object(&mut items, table_kind, name, object, None);
+                }
+            }
+        }
+        let ports = &intent.qos.ports;
+        let queue_fields: &[&str] = &["scheduler", "wred_profile"];
+        for (name, object) in table(Table::Queue.name()).into_iter().flatten() {
+            let (Some((port, queue)), Some(object)) = (name.rsplit_once('|'), object.as_object())
+            else {
+                continue;
+            };
+            let Ok(queue) = queue.parse::<u8>() else {
+                continue;
+            };
+            let planned = ports.iter().any(|p| p == port)
+                && intent.qos.queues.iter().any(|q| q.queue == queue);
+            let names_ours = queue_fields.iter().any(|f| {
+                object
+                    .get(*f)
+                    .is_some_and(|v| normalise(v).starts_with(OWNED_PREFIX))
+            });
+            if planned || names_ours {
+                add_object(&mut items, Table::Queue, name, object, Some(queue_fields));
+            }
+        }
+        let map_fields = ["dscp_to_tc_map", "tc_to_queue_map"];
+        for (port, object) in table(Table::PortQosMap.name()).into_iter().flatten() {
+            let Some(object) = object.as_object() else {
+                continue;
+            };
+            if ports.contains(port) {
+                add_object(
+                    &mut items,
+                    Table::PortQosMap,
+                    port,
+                    object,
+                    Some(&map_fields),
+                );
+                continue;
+            }
+            // Another port bound to the plan's maps: those fields are stale.
+            for field in map_fields {
+                if let Some(value) = object.get(field).map(normalise).filter(|v| v == MAP) {
+                    let key = Key {
+                        table: Table::PortQosMap,
+                        object: port.clone(),
+                        field: Some(field.into()),
+                    };
+                    items.insert(key, Value::Field(value));
+                }
+            }
+        }
+        let mut routes: Items<(String, String), NextHops> = Items::new();
+        for (name, object) in table(Table::StaticRoute.name()).into_iter().flatten() {
+            let (vrf, prefix) = name.split_once('|').unwrap_or(("default", name));
+            let Ok(prefix) = prefix.parse() else { continue };
+            if vrf != "default" || !intent.owns_route(&prefix) {
+                continue;
+            }
+            let field = |f: &str| object.get(f).map(normalise).unwrap_or_default();
+            let canonical = format!("default|{prefix}");
+            if field("blackhole").split(',').any(|b| b == "true") {
+                add_route(
+                    &mut routes,
+                    (canonical.clone(), name.clone()),
+                    NextHop::Discard,
+                );
+            }
+            for hop in field("nexthop").split(',').filter(|h| !h.is_empty()) {
+                add_route(
+                    &mut routes,
+                    (canonical.clone(), name.clone()),
+                    NextHop::parse(hop, &[]),
+                );
+            }
+            if !field("ifname").is_empty() {
+                add_route(
+                    &mut routes,
+                    (canonical, name.clone()),
+                    NextHop::Other(format!("dev {}", field("ifname"))),
+                );
+            }
+        }
+        for ((object, key), hops) in routes {
+            let route = Key {
+                table: Table::StaticRoute,
+                object,
+                field: None,
+            };
+            items.insert(route, Value::Route { hops, key });
+        }
+        Ok(items)
+    }
+
+    fn render(intent: &SwitchIntent, expected: &Items<Key, Value>) -> Result<String, Error> {
+        let mut tables: BTreeMap<Table, BTreeMap<String, Map<String, Json>>> = BTreeMap::new();
+        for (key, value) in expected {
+            let objects = tables.entry(key.table).or_default();
+            match (value, &key.field) {
+                (Value::Object(_), None) => {
+                    objects.entry(key.object.clone()).or_default();
+                }
+                (Value::Field(v), Some(field)) => {
+                    let object = objects.entry(key.object.clone()).or_default();
+                    object.insert(field.clone(), Json::String(v.clone()));
+                }
+                (Value::Route { hops, .. }, _) => {
+                    objects.insert(key.object.clone(), route_fields(hops));
+                }
+                _ => {}
+            }
+        }
+        let view = View {
+            switch: &intent.name,
+            tables: tables
+                .into_iter()
+                .map(|(table, objects)| TableView {
+                    name: table.name(),
+                    objects: objects
+                        .into_iter()
+                        .map(|(key, fields)| ObjectView {
+                            key,
+                            fields: ordered_fields(fields),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        templates::render(&intent.name, "sonic/config.tera", &view)
+    }
+
+    /// A JSON patch: removals first (referencing tables before referenced ones), then
+    /// additions and replacements (referenced tables first).
+    fn commands(_intent: &SwitchIntent, changes: &[Change<Key, Value>]) -> Result<String, Error> {
+        let mut removals = Vec::new();
+        let mut updates = Vec::new();
+        let mut by_object: BTreeMap<(Table, &str), Vec<&Change<Key, Value>>> = BTreeMap::new();
+        for change in changes {
+            let key = change.key();
+            by_object
+                .entry((key.table, key.object.as_str()))
+                .or_default()
+                .push(change);
+        }
+        for ((table, object), changes) in by_object {
+            let path = |name: &str, field: Option<&str>| {
+                let mut p = format!("/{}/{}", table.name(), pointer(name));
+                if let Some(field) = field {
+                    p = format!("{p}/{}", pointer(field));
+                }
+                p
+            };
+            let whole = changes.iter().find(|c| c.key().field.is_none());
+            match whole {
+                Some(Change::Add {
+                    to: Value::Route { hops, .. },
+                    ..
+                }) => {
+                    updates.push(json!({"op": "add", "path": path(object, None), "value": route_fields(hops)}));
+                }
+                Some(Change::Modify {
+                    from: Value::Route { key, .. },
+                    to: Value::Route { hops, .. },
+                    ..
+                }) => {
+                    updates.push(json!({"op": "replace", "path": path(key, None), "value": route_fields(hops)}));
+                }
+                Some(Change::Remove {
+                    from: Value::Route { key, .. } | Value::Object(key),
+                    ..
+                }) => {
+                    removals.push((table, json!({"op": "remove", "path": path(key, None)})));
+                }
+                Some(Change::Add { .. }) => {
+                    let fields: Map<String, Json> = changes
+                        .iter()
+                        .filter_map(|c| match (&c.key().field, c.to()) {
+                            (Some(field), Some(Value::Field(v))) => {
+                                Some((field.clone(), Json::String(v.clone())))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    updates.push(json!({"op": "add", "path": path(object, None), "value": ordered_fields(fields)}));
+                }
+                _ => {
+                    for change in changes {
+                        let field = change.key().field.as_deref();
+                        let op = match change {
+                            Change::Add {
+                                to: Value::Field(v),
+                                ..
+                            } => json!({"op": "add", "path": path(object, field), "value": v}),
+                            Change::Modify {
+                                to: Value::Field(v),
+                                ..
+                            } => json!({"op": "replace", "path": path(object, field), "value": v}),
+                            Change::Remove { .. } => {
+                                removals.push((
+                                    table,
+                                    json!({"op": "remove", "path": path(object, field)}),
+                                ));
+                                continue;
+                            }
+                            _ => continue,
+                        };
+                        updates.push(op);
+                    }
+                }
+            }
+        }
+        removals.sort_by_key(|(table, _)| std::cmp::Reverse(*table));
+        let patch: Vec<Json> = removals
+            .into_iter()
+            .map(|(_, op)| op)
+            .chain(updates)
+            .collect();
+        let mut text = serde_json::to_string_pretty(&patch).expect("a patch serializes");
+        text.push('\n');
+        Ok(text)
+    }
+}
+
+/// Records a running object and its fields (only `fields`, when given).
+fn add_object(
+    items: &mut Items<Key, Value>,
+    table: Table,
+    name: &str,
+    object: &Map<String, Json>,
+    fields: Option<&[&str]>,
+) {
+    let key = |field: Option<&str>| Key {
+        table,
+        object: name.to_string(),
+        field: field.map(String::from),
+    };
+    items.insert(key(None), Value::Object(name.to_string()));
+    for (field, value) in object {
+        if fields.is_none_or(|owned| owned.contains(&field.as_str())) {
+            items.insert(key(Some(field)), Value::Field(normalise(value)));
+        }
+    }
+}
+
+fn wred_name(queue: u8) -> String {
+    format!("{OWNED_PREFIX}Q{queue}")
+}
+
+/// A field value as text, with references and booleans in one spelling.
+fn normalise(value: &Json) -> String {
+    let text = match value {
+        Json::String(s) => s.trim().to_string(),
+        other => other.to_string(),
+    };
+    // Old reference form: [TABLE|name].
+    if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
+        && let Some((_, name)) = inner.split_once('|')
+    {
+        return name.to_string();
+    }
+    match text.as_str() {
+        "True" | "TRUE" => "true".into(),
+        "False" | "FALSE" => "false".into(),
+        _ => text,
+    }
+}
+
+fn route_fields(hops: &NextHops) -> Map<String, Json> {
+    let mut fields = Map::new();
+    match hops {
+        NextHops::Discard => {
+            fields.insert("blackhole".into(), "true".into());
+        }
+        other => {
+            fields.insert("nexthop".into(), other.forms().join(",").into());
+        }
+    }
+    fields
+}
+
+/// Fields in a stable order: numerically when they are numbers (map entries).
+fn ordered_fields(fields: Map<String, Json>) -> Vec<(String, Json)> {
+    let mut fields: Vec<(String, Json)> = fields.into_iter().collect();
+    fields.sort_by(
+        |(a, _), (b, _)| match (a.parse::<u32>(), b.parse::<u32>()) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            _ => a.cmp(b),
+        },
+    );
+    fields
+}
+
+/// A JSON pointer reference token (RFC 6901): `~` and `/` escaped.
+fn pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+#[derive(Serialize)]
+struct View<'a> {
+    switch: &'a str,
+    tables: Vec<TableView>,
+}
+
+#[derive(Serialize)]
+struct TableView {
+    name: &'static str,
+    objects: Vec<ObjectView>,
+}
+
+#[derive(Serialize)]
+struct ObjectView {
+    key: String,
+    fields: Vec<(String, Json)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_and_booleans_have_one_spelling() {
+        assert_eq!(normalise(&json!("[SCHEDULER|MLT_STRICT]")), "MLT_STRICT");
+        assert_eq!(normalise(&json!("MLT_STRICT")), "MLT_STRICT");
+        assert_eq!(normalise(&json!("True")), "true");
+        assert_eq!(normalise(&json!(100)), "100");
+        assert_eq!(pointer("default|10.0.0.0/8"), "default|10.0.0.0~18");
+    }
+}

@@ -1,0 +1,313 @@
+//! Values and helpers shared by the vendors.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use serde::Serialize;
+
+use crate::items::{Change, Items};
+use crate::{Error, StaticRoute, SwitchIntent};
+
+/// Where a static route sends packets.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NextHops {
+    /// One or more next-hop addresses (several: ECMP).
+    Via(BTreeSet<Ipv4Addr>),
+    /// Dropped (Null0, blackhole).
+    Discard,
+    /// A form the plan never uses (an interface, a mix), kept as written so it can be
+    /// removed exactly.
+    Foreign(Vec<String>),
+}
+
+impl NextHops {
+    pub fn of(route: &StaticRoute) -> NextHops {
+        if route.next_hops.is_empty() {
+            NextHops::Discard
+        } else {
+            NextHops::Via(route.next_hops.iter().copied().collect())
+        }
+    }
+
+    /// Adds one more next hop as a running configuration lists it.
+    pub fn add(self, hop: NextHop) -> NextHops {
+        match (self, hop) {
+            (NextHops::Via(mut set), NextHop::Address(a)) => {
+                set.insert(a);
+                NextHops::Via(set)
+            }
+            (NextHops::Discard, NextHop::Discard) => NextHops::Discard,
+            (current, hop) => {
+                let mut forms = current.forms();
+                forms.push(hop.to_string());
+                NextHops::Foreign(forms)
+            }
+        }
+    }
+
+    /// Each next hop as a vendor writes it (a discard is `discard`).
+    pub fn forms(&self) -> Vec<String> {
+        match self {
+            NextHops::Via(set) => set.iter().map(ToString::to_string).collect(),
+            NextHops::Discard => vec!["discard".into()],
+            NextHops::Foreign(forms) => forms.clone(),
+        }
+    }
+}
+
+impl fmt::Display for NextHops {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NextHops::Discard => f.write_str("discard"),
+            other => write!(f, "via {}", other.forms().join(",")),
+        }
+    }
+}
+
+/// One next hop as a running configuration lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextHop {
+    Address(Ipv4Addr),
+    Discard,
+    Other(String),
+}
+
+impl NextHop {
+    /// Reads a next hop; `discard_words` are the vendor's names for a null route.
+    pub fn parse(text: &str, discard_words: &[&str]) -> NextHop {
+        if discard_words.iter().any(|w| w.eq_ignore_ascii_case(text)) {
+            NextHop::Discard
+        } else {
+            text.parse()
+                .map_or_else(|_| NextHop::Other(text.to_string()), NextHop::Address)
+        }
+    }
+
+    fn into_hops(self) -> NextHops {
+        match self {
+            NextHop::Address(a) => NextHops::Via([a].into()),
+            NextHop::Discard => NextHops::Discard,
+            NextHop::Other(o) => NextHops::Foreign(vec![o]),
+        }
+    }
+}
+
+impl fmt::Display for NextHop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NextHop::Address(a) => write!(f, "{a}"),
+            NextHop::Discard => f.write_str("discard"),
+            NextHop::Other(o) => f.write_str(o),
+        }
+    }
+}
+
+/// Records one static route line into `routes`, merging the next hops of repeated lines.
+pub fn add_route<K: Ord>(routes: &mut Items<K, NextHops>, key: K, hop: NextHop) {
+    let merged = match routes.remove(&key) {
+        Some(hops) => hops.add(hop),
+        None => hop.into_hops(),
+    };
+    routes.insert(key, merged);
+}
+
+/// A route line to add or remove, for templates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteLine {
+    pub prefix: Ipv4Net,
+    /// A next-hop address, `discard`, or a foreign form as the switch wrote it.
+    pub hop: String,
+    pub remove: bool,
+}
+
+/// The route lines that turn `from` into `to` for `prefix`: removals first.
+pub fn route_lines(
+    prefix: Ipv4Net,
+    from: Option<&NextHops>,
+    to: Option<&NextHops>,
+) -> Vec<RouteLine> {
+    let from: BTreeSet<String> = from
+        .map(NextHops::forms)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let to: BTreeSet<String> = to
+        .map(NextHops::forms)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let line = |hop: &String, remove| RouteLine {
+        prefix,
+        hop: hop.clone(),
+        remove,
+    };
+    let removed = from.difference(&to).map(|h| line(h, true));
+    let added = to.difference(&from).map(|h| line(h, false));
+    removed.chain(added).collect()
+}
+
+/// The plan's routes by prefix; two routes for one prefix would be a planning bug.
+pub fn planned_routes(intent: &SwitchIntent) -> BTreeMap<Ipv4Net, NextHops> {
+    let mut routes = BTreeMap::new();
+    for route in &intent.routes {
+        let previous = routes.insert(route.prefix, NextHops::of(route));
+        assert!(
+            previous.is_none(),
+            "{}: two routes for {}",
+            intent.name,
+            route.prefix
+        );
+    }
+    routes
+}
+
+/// Items a change list wants present, in key order: every key added or modified.
+pub fn wanted<K, V>(changes: &[Change<K, V>]) -> impl Iterator<Item = (&K, &V)> {
+    changes
+        .iter()
+        .filter_map(|c| c.to().map(|to| (c.key(), to)))
+}
+
+/// The traffic class a DSCP value falls in when nothing maps it: its three high bits,
+/// the default of EOS, Cumulus and Onyx.
+pub fn default_class(dscp: u8) -> u8 {
+    dscp >> 3
+}
+
+/// Reads `4`, `4,5,7` or `0-7` (or a mix) into the numbers listed.
+pub fn number_list(text: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+/// `values` as contiguous runs, written `a` or `a-b`.
+pub fn ranges(values: &[u8]) -> Vec<String> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    out
+}
+
+/// DSCP values grouped by the class they map to, in class order.
+pub fn dscps_by_class<'a>(pairs: impl Iterator<Item = (u8, u8)> + 'a) -> BTreeMap<u8, Vec<u8>> {
+    let mut groups: BTreeMap<u8, Vec<u8>> = BTreeMap::new();
+    for (dscp, class) in pairs {
+        groups.entry(class).or_default().push(dscp);
+    }
+    groups
+}
+
+/// An error for an intent item `vendor` has no way to express.
+pub fn unexpressible(
+    intent: &SwitchIntent,
+    item: impl Into<String>,
+    why: impl Into<String>,
+) -> Error {
+    Error::Unexpressible {
+        switch: intent.name.clone(),
+        vendor: intent.vendor,
+        item: item.into(),
+        why: why.into(),
+    }
+}
+
+/// An error for line `line` (1-based) of a running configuration.
+pub fn parse_error(intent: &SwitchIntent, line: usize, message: impl Into<String>) -> Error {
+    Error::Parse {
+        switch: intent.name.clone(),
+        vendor: intent.vendor,
+        line,
+        message: message.into(),
+    }
+}
+
+/// Queues and traffic classes a vendor numbers 0–7 only.
+pub fn check_eight_queues(intent: &SwitchIntent) -> Result<(), Error> {
+    let classes = intent.qos.tc_to_queue.len();
+    if let Some(q) = intent.qos.queues.iter().find(|q| q.queue > 7) {
+        return Err(unexpressible(
+            intent,
+            format!("queue {}", q.queue),
+            "queues are numbered 0-7",
+        ));
+    }
+    if classes > 8 {
+        return Err(unexpressible(
+            intent,
+            format!("{classes} traffic classes"),
+            "traffic classes are numbered 0-7",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_lists_and_ranges() {
+        assert_eq!(number_list("4"), Some(vec![4]));
+        assert_eq!(number_list("4,5,7"), Some(vec![4, 5, 7]));
+        assert_eq!(number_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(number_list("3-1"), None);
+        assert_eq!(number_list("x"), None);
+        assert_eq!(ranges(&[5, 0, 1, 2, 7, 8]), ["0-2", "5", "7-8"]);
+    }
+
+    #[test]
+    fn route_lines_remove_then_add() {
+        let prefix: Ipv4Net = "10.0.0.0/24".parse().unwrap();
+        let from = NextHops::Via(["10.1.0.1".parse().unwrap(), "10.1.0.2".parse().unwrap()].into());
+        let to = NextHops::Via(["10.1.0.2".parse().unwrap(), "10.1.0.3".parse().unwrap()].into());
+        let lines = route_lines(prefix, Some(&from), Some(&to));
+        let text: Vec<String> = lines
+            .iter()
+            .map(|l| format!("{}{}", if l.remove { "-" } else { "+" }, l.hop))
+            .collect();
+        assert_eq!(text, ["-10.1.0.1", "+10.1.0.3"]);
+        let discard = route_lines(prefix, None, Some(&NextHops::Discard));
+        assert_eq!(discard[0].hop, "discard");
+    }
+
+    #[test]
+    fn repeated_route_lines_merge_into_ecmp() {
+        let mut routes: Items<u8, NextHops> = Items::new();
+        add_route(&mut routes, 1, NextHop::parse("10.1.0.1", &["Null0"]));
+        add_route(&mut routes, 1, NextHop::parse("10.1.0.2", &["Null0"]));
+        add_route(&mut routes, 2, NextHop::parse("null0", &["Null0"]));
+        add_route(&mut routes, 3, NextHop::parse("Ethernet1", &["Null0"]));
+        assert_eq!(routes[&1].to_string(), "via 10.1.0.1,10.1.0.2");
+        assert_eq!(routes[&2], NextHops::Discard);
+        assert_eq!(routes[&3].to_string(), "via Ethernet1");
+    }
+}

@@ -1,0 +1,573 @@
+//! Vendor configurations: rendered for the plan, read back, validated, and compared
+//! with realistic running configurations.
+
+mod common;
+
+use std::path::Path;
+
+use common::{fixture, mltctl, root, sonic_yang, text};
+use mltctl::generate::{FabricSize, fabric_yaml};
+use mltctl::inventory::{self, LoadError};
+use mltctl::plan::Plan;
+use mltctl::switches;
+use switch_config::{ChangeLine, SwitchIntent, Vendor};
+
+fn plan_of(relative: &str) -> Plan {
+    let path = fixture(relative);
+    let text = std::fs::read_to_string(&path).expect("fixture exists");
+    plan_of_text(&path, &text)
+}
+
+fn plan_of_text(path: &Path, text: &str) -> Plan {
+    match inventory::load_str(path, text) {
+        Ok(inv) => Plan::build(&inv),
+        Err(LoadError::Invalid(d)) => panic!("{d}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn generated(spines: usize, leaves: usize, hosts: usize) -> Plan {
+    let yaml = fabric_yaml(FabricSize {
+        spines,
+        leaves,
+        hosts_per_leaf: hosts,
+        layers: 20,
+        params_per_layer: 1000,
+    })
+    .unwrap();
+    plan_of_text(Path::new("generated.yaml"), &yaml)
+}
+
+fn intent<'p>(plan: &'p Plan, name: &str) -> &'p SwitchIntent {
+    &plan
+        .switches
+        .iter()
+        .find(|s| s.intent.name == name)
+        .expect("a switch of that name")
+        .intent
+}
+
+fn changes(intent: &SwitchIntent, running: &str) -> Vec<ChangeLine> {
+    switch_config::diff(intent, Some(running)).unwrap().changes
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mltctl-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+// ---------------------------------------------------------------- rendering
+
+/// The lab's configurations, reviewed by eye against the vendor notes. Set
+/// MLTCTL_BLESS=1 to rewrite them after an intended change, then review the diff.
+#[test]
+fn golden_files_for_the_lab() {
+    let plan = plan_of("inventory/lab.yaml");
+    let golden = root().join("tests/golden/lab");
+    let rendered = switches::render_all(&plan).expect("the lab renders");
+    let vendors: Vec<Vendor> = plan.switches.iter().map(|s| s.intent.vendor).collect();
+    assert_eq!(
+        vendors,
+        [Vendor::Sonic, Vendor::Eos, Vendor::Cumulus, Vendor::Onyx]
+    );
+    if std::env::var_os("MLTCTL_BLESS").is_some() {
+        switches::write_all(&golden, &rendered).unwrap();
+    }
+    for r in &rendered {
+        let path = golden.join(&r.file_name);
+        let expected =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            r.text == expected,
+            "{} differs from {}",
+            r.switch,
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn identical_inputs_give_byte_identical_files() {
+    let (a, b) = (scratch("render-a"), scratch("render-b"));
+    for dir in [&a, &b] {
+        let out = mltctl(&[
+            "render",
+            "-i",
+            "inventory/lab.yaml",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let mut names: Vec<_> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["leaf1.nvue", "leaf2.cfg", "spine1.json", "spine2.cfg"]
+    );
+    for name in &names {
+        assert_eq!(
+            std::fs::read(a.join(name)).unwrap(),
+            std::fs::read(b.join(name)).unwrap()
+        );
+    }
+    std::fs::remove_dir_all(&a).ok();
+    std::fs::remove_dir_all(&b).ok();
+}
+
+/// Render, parse back: no difference from the plan, for every vendor and fabric shape.
+#[test]
+fn every_vendor_reads_back_what_it_renders() {
+    let plans = [
+        plan_of("inventory/lab.yaml"),
+        plan_of("tests/inventories/valid/partial-mesh.yaml"),
+        plan_of("tests/inventories/valid/one-rack.yaml"),
+        generated(4, 8, 3),
+    ];
+    let mut vendors = std::collections::BTreeSet::new();
+    for plan in &plans {
+        for switch in &plan.switches {
+            let intent = &switch.intent;
+            let text = switch_config::render(intent).unwrap();
+            assert_eq!(
+                changes(intent, &text),
+                [],
+                "{} ({})",
+                intent.name,
+                intent.vendor
+            );
+            vendors.insert(intent.vendor);
+        }
+    }
+    assert_eq!(vendors.len(), 4, "every vendor was exercised");
+}
+
+/// A plan that changes is a difference against the old rendering, for every vendor.
+#[test]
+fn a_changed_plan_differs_from_the_old_rendering() {
+    let plan = generated(4, 4, 2);
+    for switch in plan.switches.iter().take(4) {
+        let old = switch_config::render(&switch.intent).unwrap();
+        let mut new = switch.intent.clone();
+        let queue = new.qos.queues.iter_mut().find(|q| q.ecn.is_some()).unwrap();
+        queue.ecn.as_mut().unwrap().mark_bytes += 1024;
+        let removed = new.routes.pop().unwrap();
+        new.qos.dscp_to_tc[10] = 3;
+        let lines = changes(&new, &old);
+        let vendor = new.vendor;
+        let about = |needle: &str| lines.iter().filter(|l| l.item.contains(needle)).count();
+        // Per-port vendors carry the DSCP map and thresholds on each port.
+        let per_port = if vendor == Vendor::Onyx {
+            new.qos.ports.len()
+        } else {
+            1
+        };
+        assert_eq!(
+            about(&removed.prefix.to_string()),
+            1,
+            "{vendor}: {lines:#?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.item.contains("10") && l.to.is_some()),
+            "{vendor}: {lines:#?}"
+        );
+        assert_eq!(lines.len(), 1 + 2 * per_port, "{vendor}: {lines:#?}");
+    }
+}
+
+#[test]
+fn unexpressible_items_name_the_switch_the_item_and_the_vendor() {
+    let plan = plan_of("inventory/lab.yaml");
+    let mut eos = intent(&plan, "spine2").clone();
+    eos.qos.queues[0].queue = 9;
+    assert_eq!(
+        switch_config::render(&eos).unwrap_err().to_string(),
+        "switch spine2: eos cannot express queue 9: queues are numbered 0-7"
+    );
+    let mut onyx = intent(&plan, "leaf2").clone();
+    onyx.qos.ports[0] = "swp1".into();
+    assert_eq!(
+        switch_config::render(&onyx).unwrap_err().to_string(),
+        "switch leaf2: onyx cannot express port swp1: Onyx ports are named EthS/P (or EthS/P/N)"
+    );
+    let mut thresholds = intent(&plan, "leaf2").clone();
+    let q = thresholds
+        .qos
+        .queues
+        .iter_mut()
+        .find(|q| q.ecn.is_some())
+        .unwrap();
+    q.ecn.as_mut().unwrap().mark_bytes = 1000;
+    let err = switch_config::render(&thresholds).unwrap_err().to_string();
+    assert!(
+        err.ends_with("ECN threshold 1000 bytes: Onyx sets thresholds in whole KB"),
+        "{err}"
+    );
+
+    // Through the CLI: every problem is named, and nothing is written.
+    let out_dir = scratch("unexpressible");
+    let inventory = std::fs::read_to_string(fixture("inventory/lab.yaml"))
+        .unwrap()
+        .replace("{name: Eth1/1, speed: 100G}", "{name: port1, speed: 100G}")
+        .replace("[h3:ens1f0, leaf2:Eth1/1]", "[h3:ens1f0, leaf2:port1]");
+    let file = out_dir.join("lab.yaml");
+    std::fs::write(&file, inventory).unwrap();
+    std::fs::copy(
+        fixture("inventory/vgg16.layers"),
+        out_dir.join("vgg16.layers"),
+    )
+    .unwrap();
+    let target = out_dir.join("out");
+    let out = mltctl(&[
+        "render",
+        "-i",
+        file.to_str().unwrap(),
+        "--out",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "mltctl: 1 switch configuration(s) cannot be rendered; nothing was written:\n  \
+         switch leaf2: onyx cannot express port port1: Onyx ports are named EthS/P (or EthS/P/N)\n"
+    );
+    assert!(!target.exists());
+    std::fs::remove_dir_all(&out_dir).ok();
+}
+
+// ---------------------------------------------------------------- SONiC and its YANG models
+
+fn sonic_tables(intent: &SwitchIntent) -> serde_json::Value {
+    serde_json::from_str(&switch_config::render(intent).unwrap()).expect("SONiC output is JSON")
+}
+
+#[test]
+fn sonic_output_validates_against_the_sonic_yang_models() {
+    let dir = scratch("yang-valid");
+    let mut checked = 0;
+    for plan in [plan_of("inventory/lab.yaml"), generated(4, 4, 2)] {
+        for switch in plan
+            .switches
+            .iter()
+            .filter(|s| s.intent.vendor == Vendor::Sonic)
+        {
+            let doc = sonic_yang::document(&sonic_tables(&switch.intent), &switch.intent.qos.ports);
+            let (code, messages) = sonic_yang::yanglint(&doc, &dir);
+            assert_eq!(code, 0, "{}: {messages}", switch.intent.name);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_broken_sonic_rendering_fails_yang_validation() {
+    let plan = plan_of("inventory/lab.yaml");
+    let intent = intent(&plan, "spine1");
+    let dir = scratch("yang-broken");
+    // A WRED profile whose maximum is below its minimum.
+    let mut tables = sonic_tables(intent);
+    tables["WRED_PROFILE"]["MLT_Q1"]["green_max_threshold"] = "1024".into();
+    let (code, messages) =
+        sonic_yang::yanglint(&sonic_yang::document(&tables, &intent.qos.ports), &dir);
+    assert_ne!(code, 0);
+    assert!(
+        messages.contains("Green max threshold must be greater than or equal to min threshold"),
+        "{messages}"
+    );
+    // A queue bound to a scheduler that does not exist.
+    let mut tables = sonic_tables(intent);
+    tables["QUEUE"]["Ethernet0|7"]["scheduler"] = "MLT_MISSING".into();
+    let (code, messages) =
+        sonic_yang::yanglint(&sonic_yang::document(&tables, &intent.qos.ports), &dir);
+    assert_ne!(code, 0);
+    assert!(messages.contains("MLT_MISSING"), "{messages}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// ---------------------------------------------------------------- diffs against realistic running configs
+
+/// Saved running configurations of the lab switches, as each OS prints them: defaults
+/// left out, ranges and lists, other units and spellings, and plenty the plan does not
+/// own (interfaces, BGP, users, other QoS profiles, management routes).
+fn realistic(switch: &str, file: &str) -> (SwitchIntent, String) {
+    let plan = plan_of("inventory/lab.yaml");
+    let running = std::fs::read_to_string(fixture(&format!("tests/running/lab/{file}"))).unwrap();
+    (intent(&plan, switch).clone(), running)
+}
+
+/// One vendor's realistic config and edits of it.
+struct Case {
+    switch: &'static str,
+    file: &'static str,
+    /// One threshold edited: (from, to), the change reported, the fix.
+    threshold: (&'static str, &'static str, &'static str, &'static str),
+    /// Edits of things the plan does not own.
+    unrelated: &'static [(&'static str, &'static str)],
+    /// A line or entry the plan does not want, inside its scope: (after, insert), the
+    /// change reported, the fix.
+    stale: (&'static str, &'static str, &'static str, &'static str),
+}
+
+const CASES: &[Case] = &[
+    Case {
+        switch: "spine1",
+        file: "spine1.json",
+        threshold: (
+            r#""green_min_threshold": "21504""#,
+            r#""green_min_threshold": "20480""#,
+            "~ WRED_PROFILE|MLT_Q2 green_min_threshold: 20480 -> 21504",
+            "[\n  {\n    \"op\": \"replace\",\n    \"path\": \"/WRED_PROFILE/MLT_Q2/green_min_threshold\",\n    \"value\": \"21504\"\n  }\n]\n",
+        ),
+        unrelated: &[
+            (r#""asn": "65101""#, r#""asn": "65199""#),
+            // Fields of an entry the plan partly owns, which are not its own.
+            (
+                "\"Ethernet0\": {\n            \"dscp_to_tc_map\": \"MLT\",\n            \"pfc_enable\": \"3,4\",",
+                "\"Ethernet0\": {\n            \"dscp_to_tc_map\": \"MLT\",\n            \"pfc_enable\": \"3\",",
+            ),
+            (
+                r#""global": {"#,
+                r#""global": {"tc_to_queue_map": "AZURE","#,
+            ),
+            (r#""mgmt|0.0.0.0/0": {"#, r#""mgmt|0.0.0.0/1": {"#),
+            (
+                r#""default|192.168.50.0/24""#,
+                r#""default|192.168.51.0/24""#,
+            ),
+            // A queue the plan does not own, on a port it does.
+            (
+                "\"Ethernet0|0\": {\n            \"scheduler\": \"scheduler.0\"",
+                "\"Ethernet0|0\": {\n            \"scheduler\": \"scheduler.1\"",
+            ),
+        ],
+        stale: (
+            r#""STATIC_ROUTE": {"#,
+            "\n        \"default|10.200.0.64/30\": {\"nexthop\": \"172.16.0.1\"},",
+            "- STATIC_ROUTE|default|10.200.0.64/30: via 172.16.0.1",
+            "[\n  {\n    \"op\": \"remove\",\n    \"path\": \"/STATIC_ROUTE/default|10.200.0.64~130\"\n  }\n]\n",
+        ),
+    },
+    Case {
+        switch: "spine2",
+        file: "spine2.cfg",
+        threshold: (
+            "minimum-threshold 21504 bytes",
+            "minimum-threshold 20 kbytes",
+            "~ tx-queue 2 ECN: 20480 bytes to 40960 bytes, 100% -> 21504 bytes to 40960 bytes, 100%",
+            "!\nqos profile MLT\n   tx-queue 2\n      random-detect ecn minimum-threshold 21504 bytes maximum-threshold 40960 bytes max-mark-probability 100\n",
+        ),
+        unrelated: &[
+            ("hostname spine2", "hostname spine-two"),
+            ("   description leaf1:swp32\n", ""),
+            ("      bandwidth percent 50", "      bandwidth percent 40"),
+            (
+                "   neighbor 172.16.0.3 remote-as 65101",
+                "   neighbor 172.16.0.3 remote-as 65111",
+            ),
+            ("ip route 192.168.100.0/24 172.16.0.3\n", ""),
+            (
+                "ip route vrf MGMT 0.0.0.0/0 192.0.2.1",
+                "ip route vrf MGMT 0.0.0.0/0 192.0.2.254",
+            ),
+        ],
+        stale: (
+            "ip route 10.1.1.0/24 172.16.0.3\n",
+            "ip route 10.200.0.64/30 172.16.0.3\n",
+            "- route 10.200.0.64/30: via 172.16.0.3",
+            "!\nno ip route 10.200.0.64/30 172.16.0.3\n",
+        ),
+    },
+    Case {
+        switch: "leaf1",
+        file: "leaf1.nvue",
+        threshold: (
+            "traffic-class 2 min-threshold-bytes 21504",
+            "traffic-class 2 min-threshold-bytes 20480",
+            "~ traffic-class 2 congestion-control: 20480 to 40960 bytes, 100%, ecn enable, red enable -> 21504 to 40960 bytes, 100%, ecn enable, red enable",
+            "nv set qos congestion-control default-global traffic-class 2 min-threshold 21504\n\
+             nv set qos congestion-control default-global traffic-class 2 max-threshold 40960\n\
+             nv set qos congestion-control default-global traffic-class 2 probability 100\n\
+             nv set qos congestion-control default-global traffic-class 2 ecn enable\n\
+             nv set qos congestion-control default-global traffic-class 2 red enable\n",
+        ),
+        unrelated: &[
+            (
+                "nv set system hostname leaf1",
+                "nv set system hostname leaf-one",
+            ),
+            (
+                "nv set router bgp autonomous-system 65101",
+                "nv set router bgp autonomous-system 65111",
+            ),
+            (
+                "traffic-class 0 min-threshold 150000",
+                "traffic-class 0 min-threshold 160000",
+            ),
+            (
+                "nv set vrf default router static 192.168.60.0/24 via 172.16.0.0\n",
+                "",
+            ),
+            (
+                "nv set vrf mgmt router static 0.0.0.0/0 via 192.0.2.1",
+                "nv set vrf mgmt router static 0.0.0.0/0 via 192.0.2.2",
+            ),
+        ],
+        stale: (
+            "nv set vrf mgmt router static 0.0.0.0/0 via 192.0.2.1\n",
+            "nv set vrf default router static 10.200.0.64/30 via 172.16.0.0\n",
+            "- route 10.200.0.64/30: via 172.16.0.0",
+            "nv unset vrf default router static 10.200.0.64/30 via 172.16.0.0\n",
+        ),
+    },
+    Case {
+        switch: "leaf2",
+        file: "leaf2.cfg",
+        threshold: (
+            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 21",
+            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 20",
+            "~ Eth1/31 traffic-class 2 congestion-control: ecn 20 KB to 40 KB -> ecn 21 KB to 40 KB",
+            "interface ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 21 maximum-absolute 40\n",
+        ),
+        unrelated: &[
+            (
+                "interface ethernet 1/5 qos trust L2",
+                "interface ethernet 1/5 qos trust L3",
+            ),
+            (
+                "minimum-absolute 150 maximum-absolute 1500",
+                "minimum-absolute 100 maximum-absolute 1000",
+            ),
+            ("   interface ethernet 1/1 description h3\n", ""),
+            ("   ip route 192.168.70.0 /24 172.16.0.4\n", ""),
+            (
+                "snmp-server community public ro",
+                "snmp-server community private ro",
+            ),
+        ],
+        stale: (
+            "   ip route 192.168.70.0 /24 172.16.0.4\n",
+            "   ip route 10.200.0.64 /30 172.16.0.4\n",
+            "- route 10.200.0.64/30: via 172.16.0.4",
+            "no ip route 10.200.0.64 /30 172.16.0.4\n",
+        ),
+    },
+];
+
+fn edited(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(text.matches(from).count(), 1, "`{from}` should occur once");
+    text.replacen(from, to, 1)
+}
+
+#[test]
+fn realistic_running_configs_parse_and_match_the_plan() {
+    for case in CASES {
+        let (intent, running) = realistic(case.switch, case.file);
+        let diff = switch_config::diff(&intent, Some(&running)).unwrap();
+        assert_eq!(diff.changes, [], "{}", case.switch);
+        assert_eq!(diff.commands, "", "{}", case.switch);
+    }
+}
+
+#[test]
+fn one_changed_threshold_is_exactly_one_change() {
+    for case in CASES {
+        let (intent, running) = realistic(case.switch, case.file);
+        let (from, to, change, fix) = case.threshold;
+        let diff = switch_config::diff(&intent, Some(&edited(&running, from, to))).unwrap();
+        let lines: Vec<String> = diff.changes.iter().map(ToString::to_string).collect();
+        assert_eq!(lines, [change], "{}", case.switch);
+        assert_eq!(diff.commands, fix, "{}", case.switch);
+    }
+}
+
+#[test]
+fn unrelated_configuration_is_ignored() {
+    for case in CASES {
+        let (intent, mut running) = realistic(case.switch, case.file);
+        for (from, to) in case.unrelated {
+            running = edited(&running, from, to);
+        }
+        assert_eq!(changes(&intent, &running), [], "{}", case.switch);
+    }
+}
+
+#[test]
+fn stale_routes_inside_the_plans_scope_are_removed() {
+    for case in CASES {
+        let (intent, running) = realistic(case.switch, case.file);
+        let (after, insert, change, fix) = case.stale;
+        let running = edited(&running, after, &format!("{after}{insert}"));
+        let diff = switch_config::diff(&intent, Some(&running)).unwrap();
+        let lines: Vec<String> = diff.changes.iter().map(ToString::to_string).collect();
+        assert_eq!(lines, [change], "{}", case.switch);
+        assert_eq!(diff.commands, fix, "{}", case.switch);
+    }
+}
+
+#[test]
+fn a_service_profile_on_a_port_outside_the_plan_is_removed() {
+    let (intent, running) = realistic("spine2", "spine2.cfg");
+    let running = edited(
+        &running,
+        "   service-profile UPLINKS\n",
+        "   service-profile MLT\n",
+    );
+    let diff = switch_config::diff(&intent, Some(&running)).unwrap();
+    let lines: Vec<String> = diff.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(lines, ["- interface Ethernet3/1 service-profile: MLT"]);
+    assert_eq!(
+        diff.commands,
+        "!\ninterface Ethernet3/1\n   no service-profile MLT\n"
+    );
+}
+
+#[test]
+fn a_missing_running_file_is_an_empty_switch() {
+    let empty = scratch("empty-running");
+    let out = mltctl(&[
+        "diff",
+        "-i",
+        "inventory/lab.yaml",
+        "--running",
+        empty.to_str().unwrap(),
+        "--json",
+        "--exit-code",
+    ]);
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["differing"], 4);
+    for switch in report["switches"].as_array().unwrap() {
+        let changes = switch["changes"].as_array().unwrap();
+        assert!(!changes.is_empty());
+        // Nothing to remove from an empty switch; only its defaults are replaced.
+        assert!(changes.iter().all(|c| !c["to"].is_null()), "{switch}");
+    }
+    // The same directory holding the rendered files: nothing differs, exit 0.
+    let out = mltctl(&[
+        "render",
+        "-i",
+        "inventory/lab.yaml",
+        "--out",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = mltctl(&[
+        "diff",
+        "-i",
+        "inventory/lab.yaml",
+        "--running",
+        empty.to_str().unwrap(),
+        "--exit-code",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).ends_with("0 of 4 switches differ from the plan (0 change(s))\n"));
+    std::fs::remove_dir_all(&empty).ok();
+}

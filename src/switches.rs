@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use switch_config::{Error, SwitchDiff, SwitchIntent};
 
 use crate::plan::Plan;
@@ -23,16 +24,24 @@ pub fn file_name(intent: &SwitchIntent) -> String {
 }
 
 /// Every switch's configuration, or every reason one of them cannot be rendered.
+/// Switches are rendered on all cores.
 pub fn render_all(plan: &Plan) -> Result<Vec<Rendered>, Vec<Error>> {
-    let mut rendered = Vec::with_capacity(plan.switches.len());
-    let mut errors = Vec::new();
-    for switch in &plan.switches {
-        match switch_config::render(&switch.intent) {
-            Ok(text) => rendered.push(Rendered {
+    let results: Vec<Result<Rendered, Error>> = plan
+        .switches
+        .par_iter()
+        .map(|switch| {
+            Ok(Rendered {
                 switch: switch.intent.name.clone(),
                 file_name: file_name(&switch.intent),
-                text,
-            }),
+                text: switch_config::render(&switch.intent)?,
+            })
+        })
+        .collect();
+    let mut rendered = Vec::with_capacity(results.len());
+    let mut errors = Vec::new();
+    for result in results {
+        match result {
+            Ok(r) => rendered.push(r),
             Err(e) => errors.push(e),
         }
     }
@@ -78,10 +87,10 @@ pub enum DiffError {
     Switch(#[from] Error),
 }
 
-/// Each switch compared with its running configuration in `dir`.
+/// Each switch compared with its running configuration in `dir`, on all cores.
 pub fn diff_all(plan: &Plan, dir: &Path) -> Vec<Result<SwitchDiff, DiffError>> {
     plan.switches
-        .iter()
+        .par_iter()
         .map(|switch| {
             let running = match running_file(dir, &switch.intent) {
                 Some(path) => Some(

@@ -54,14 +54,16 @@ pub fn validate(path: &Path, s: Sections, report: &mut Reporter) -> Option<Inven
     let pool_span = s.fabric.as_ref().map(|f| *f.path_pool.span());
     let default_mgmt = s.defaults.mgmt.unwrap_or_default();
     let racks = v.racks(&s.racks, fabric.as_ref());
-    let mut reserved: Vec<(Ipv4Net, String)> = racks
-        .iter()
-        .map(|(_, r)| (r.subnet, format!("the subnet of rack {}", r.name)))
-        .collect();
-    reserved.extend(
-        fabric
-            .as_ref()
-            .map(|f| (f.path_pool, "the path pool".to_string())),
+    let reserved = Reserved::new(
+        racks
+            .iter()
+            .map(|(_, r)| (r.subnet, format!("the subnet of rack {}", r.name)))
+            .chain(
+                fabric
+                    .as_ref()
+                    .map(|f| (f.path_pool, "the path pool".to_string())),
+            )
+            .collect(),
     );
     v.unique_device_names(&s.switches, &s.hosts);
     let switches = v.switches(&s.switches, &racks, &default_mgmt, &reserved);
@@ -446,7 +448,7 @@ impl Validator<'_> {
         items: &[Item<raw::Switch>],
         racks: &[Named<Rack>],
         defaults: &raw::Mgmt,
-        reserved: &[(Ipv4Net, String)],
+        reserved: &Reserved,
     ) -> Vec<Named<Switch>> {
         let mut switches = Vec::new();
         for item in items {
@@ -509,7 +511,7 @@ impl Validator<'_> {
         &mut self,
         switch: &Spanned<String>,
         items: &[raw::Port],
-        reserved: &[(Ipv4Net, String)],
+        reserved: &Reserved,
     ) -> Option<Vec<Port>> {
         let mut names = HashSet::new();
         let mut ports = Vec::new();
@@ -532,9 +534,7 @@ impl Validator<'_> {
                     Ok(net) if is_host_address(net.trunc(), net.addr()) => {
                         let owner = format!("{}:{}", **switch, *p.name);
                         self.claim_ip(net.addr(), &owner, text.span());
-                        if let Some((other, what)) =
-                            reserved.iter().find(|(r, _)| overlaps(*r, net.trunc()))
-                        {
+                        if let Some((other, what)) = reserved.overlapping(net.trunc()) {
                             let msg = format!("{} overlaps {what} ({other})", net.trunc());
                             self.error(text.span(), msg);
                         }
@@ -997,6 +997,27 @@ impl Validator<'_> {
             );
             self.error(at, msg);
         }
+    }
+}
+
+/// Prefixes that fabric port addresses must stay out of, sorted for lookup.
+struct Reserved(Vec<(Ipv4Net, String)>);
+
+impl Reserved {
+    fn new(mut prefixes: Vec<(Ipv4Net, String)>) -> Self {
+        prefixes.sort_by_key(|(net, _)| net.network());
+        Reserved(prefixes)
+    }
+
+    /// The reserved prefix `net` overlaps. Reserved prefixes do not overlap each other
+    /// (that is checked, and reported, elsewhere), so only the last one starting at or
+    /// before `net`'s end can.
+    fn overlapping(&self, net: Ipv4Net) -> Option<&(Ipv4Net, String)> {
+        let candidates = self
+            .0
+            .partition_point(|(r, _)| r.network() <= net.broadcast());
+        let last = &self.0[candidates.checked_sub(1)?];
+        overlaps(last.0, net).then_some(last)
     }
 }
 

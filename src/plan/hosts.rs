@@ -15,7 +15,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use super::Plan;
-use super::routing::{self, Topology};
+use super::routing::Topology;
 use crate::inventory::{Inventory, Mgmt};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,10 +81,7 @@ pub fn plan_hosts(inv: &Inventory, topo: &Topology) -> Vec<HostPlan> {
         };
         // Remote racks' subnets (aggregated with the host's own, which is connected),
         // and the path pool when any remote rack is reachable.
-        let remote: Vec<Ipv4Net> = routing::remote_subnets_by_spines(inv, topo, r)
-            .into_values()
-            .flatten()
-            .collect();
+        let remote: Vec<Ipv4Net> = topo.remote_subnets[r].values().flatten().copied().collect();
         let mut routes = Vec::new();
         if !remote.is_empty() {
             let prefixes = std::iter::once(inv.fabric.path_pool).chain(Ipv4Net::aggregate(&remote));

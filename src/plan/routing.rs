@@ -9,7 +9,7 @@
 //!   merged into as few prefixes as cover exactly those subnets (its own subnet may be
 //!   merged in too: it is connected on the leaf, so the more specific route wins).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -32,6 +32,9 @@ pub struct Topology {
     pub rack_hosts: Vec<Vec<usize>>,
     /// Slot of each host within its rack.
     pub host_slot: Vec<usize>,
+    /// Per rack: the other racks' subnets, grouped by the spines shared with them and
+    /// aggregated (see the module docs).
+    pub remote_subnets: Vec<BTreeMap<Vec<usize>, Vec<Ipv4Net>>>,
 }
 
 impl Topology {
@@ -59,7 +62,7 @@ impl Topology {
             link_ends[rack][spine_number[u.spine]]
                 .push((addr(u.leaf, u.leaf_port), addr(u.spine, u.spine_port)));
         }
-        let rack_spines = link_ends
+        let rack_spines: Vec<Vec<usize>> = link_ends
             .iter()
             .map(|per_spine| {
                 (0..spines.len())
@@ -68,6 +71,7 @@ impl Topology {
             })
             .collect();
         let most = rack_hosts.iter().map(Vec::len).max().unwrap_or(0);
+        let remote_subnets = remote_subnets(inv, &rack_spines);
         Topology {
             layout: PathLayout::new(inv.fabric.path_pool, inv.racks.len(), most),
             spines,
@@ -75,6 +79,7 @@ impl Topology {
             link_ends,
             rack_hosts,
             host_slot,
+            remote_subnets,
         }
     }
 
@@ -130,39 +135,55 @@ pub fn switch_routes(inv: &Inventory, topo: &Topology) -> Vec<Vec<StaticRoute>> 
                 }
             }
         }
-        for (shared, subnets) in remote_subnets_by_spines(inv, topo, r) {
+        for (shared, subnets) in &topo.remote_subnets[r] {
             let ecmp: Vec<Ipv4Addr> = shared.iter().flat_map(|&s| via_spine(s)).collect();
             for prefix in subnets {
-                leaf_routes.push(route(prefix, ecmp.clone(), RouteKind::RackSubnets));
+                leaf_routes.push(route(*prefix, ecmp.clone(), RouteKind::RackSubnets));
             }
         }
     }
     routes
 }
 
-/// Other racks' subnets as seen from rack `r`, grouped by the spines `r` shares with
-/// them and aggregated. `r`'s own subnet is merged in where that saves routes (see the
-/// module docs), but never routed on its own.
-pub fn remote_subnets_by_spines(
+/// For each rack, the other racks' subnets grouped by the spines it shares with them,
+/// each group aggregated. A rack's own subnet is merged into the group of racks that
+/// reach all its spines, where that saves routes, but never routed on its own. The
+/// groups depend only on which spines a rack reaches, so racks alike share the work.
+fn remote_subnets(
     inv: &Inventory,
-    topo: &Topology,
-    r: usize,
-) -> BTreeMap<Vec<usize>, Vec<Ipv4Net>> {
-    let mut groups: BTreeMap<Vec<usize>, Vec<Ipv4Net>> = BTreeMap::new();
-    for (other, rack) in inv.racks.iter().enumerate() {
-        let shared = topo.shared_spines(r, other);
-        if other != r && !shared.is_empty() {
-            groups.entry(shared).or_default().push(rack.subnet);
-        }
-    }
-    let own = inv.racks[r].subnet;
-    for subnets in groups.values_mut() {
-        subnets.push(own);
-        *subnets = Ipv4Net::aggregate(subnets);
-        // What covers only the own subnet is the connected route's job.
-        subnets.retain(|prefix| !own.contains(prefix));
-    }
-    groups
+    rack_spines: &[Vec<usize>],
+) -> Vec<BTreeMap<Vec<usize>, Vec<Ipv4Net>>> {
+    let mut by_spine_set: HashMap<&[usize], BTreeMap<Vec<usize>, Vec<Ipv4Net>>> = HashMap::new();
+    inv.racks
+        .iter()
+        .enumerate()
+        .map(|(r, rack)| {
+            let own = rack_spines[r].as_slice();
+            let groups = by_spine_set.entry(own).or_insert_with(|| {
+                let mut groups: BTreeMap<Vec<usize>, Vec<Ipv4Net>> = BTreeMap::new();
+                for (other, spines) in inv.racks.iter().zip(rack_spines) {
+                    let shared: Vec<usize> =
+                        own.iter().copied().filter(|s| spines.contains(s)).collect();
+                    if !shared.is_empty() {
+                        groups.entry(shared).or_default().push(other.subnet);
+                    }
+                }
+                for subnets in groups.values_mut() {
+                    *subnets = Ipv4Net::aggregate(subnets);
+                }
+                groups
+            });
+            // What covers only the own subnet is the connected route's job.
+            groups
+                .iter()
+                .map(|(shared, subnets)| {
+                    let remote = subnets.iter().copied().filter(|p| !rack.subnet.contains(p));
+                    (shared.clone(), remote.collect::<Vec<_>>())
+                })
+                .filter(|(_, subnets)| !subnets.is_empty())
+                .collect()
+        })
+        .collect()
 }
 
 fn route(prefix: Ipv4Net, next_hops: Vec<Ipv4Addr>, kind: RouteKind) -> StaticRoute {

@@ -22,6 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 use serde::Serialize;
@@ -39,12 +40,59 @@ const KB: u64 = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Key {
-    Trust(String),
-    DscpPriority(String, u8),
-    ClassBinding(String, u8),
-    Ets(String, u8),
-    Ecn(String, u8),
+    Trust(Port),
+    DscpPriority(Port, u8),
+    ClassBinding(Port, u8),
+    Ets(Port, u8),
+    Ecn(Port, u8),
     Route(Ipv4Net),
+}
+
+/// A port of the plan: ordered by its place in the plan (cheap to compare and copy
+/// where a switch has hundreds of ports), shown by its name.
+#[derive(Debug, Clone)]
+pub struct Port {
+    index: usize,
+    name: Arc<str>,
+}
+
+impl PartialEq for Port {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index
+    }
+}
+
+impl Eq for Port {}
+
+impl PartialOrd for Port {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Port {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.index.cmp(&other.index)
+    }
+}
+
+impl fmt::Display for Port {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// The plan's ports, numbered in its order.
+fn plan_ports(intent: &SwitchIntent) -> impl Iterator<Item = Port> + '_ {
+    intent
+        .qos
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(index, name)| Port {
+            index,
+            name: name.as_str().into(),
+        })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,8 +152,8 @@ impl Driver for Onyx {
         check_eight_queues(intent)?;
         let qos = &intent.qos;
         let mut items = Items::new();
-        for port in &qos.ports {
-            cli_port(port).ok_or_else(|| {
+        for port in plan_ports(intent) {
+            cli_port(&port.name).ok_or_else(|| {
                 unexpressible(
                     intent,
                     format!("port {port}"),
@@ -154,17 +202,15 @@ impl Driver for Onyx {
 
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
         let qos = &intent.qos;
-        let owned: BTreeMap<String, &String> = qos
-            .ports
-            .iter()
-            .filter_map(|p| cli_port(p).map(|cli| (cli, p)))
+        let owned: BTreeMap<String, Port> = plan_ports(intent)
+            .filter_map(|p| cli_port(&p.name).map(|cli| (cli, p)))
             .collect();
         let queues: BTreeSet<u8> = qos.queues.iter().map(|q| q.queue).collect();
         let classes = qos.tc_to_queue.len() as u8;
         // Start from Onyx's defaults, then apply what the running config says.
         let mut items = Items::new();
         for port in owned.values() {
-            let p = || (*port).clone();
+            let p = || port.clone();
             items.insert(Key::Trust(p()), Value::Trust("L2".into()));
             for dscp in 0..64u8 {
                 items.insert(
@@ -242,11 +288,11 @@ impl Driver for Onyx {
 /// statement the plan owns is malformed.
 fn interface_line(
     items: &mut Items<Key, Value>,
-    port: &str,
+    port: &Port,
     rest: &[&str],
     queues: &BTreeSet<u8>,
 ) -> Option<()> {
-    let p = || port.to_string();
+    let p = || port.clone();
     match rest {
         ["qos", "trust", trust] => {
             items.insert(Key::Trust(p()), Value::Trust(trust.to_string()));
@@ -391,9 +437,17 @@ struct View<'a> {
     routes: Vec<RouteLine>,
 }
 
+/// Settings for one port, or a range of ports that share them.
 #[derive(Serialize)]
 struct PortView {
+    /// `1/5`, or `1/1-1/32` for a range.
     cli: String,
+    #[serde(flatten)]
+    settings: PortSettings,
+}
+
+#[derive(Serialize, Default, PartialEq)]
+struct PortSettings {
     trust: Option<String>,
     dscp_maps: Vec<(String, u8)>,
     bindings: Vec<(u8, String)>,
@@ -405,8 +459,8 @@ struct PortView {
 
 impl<'a> View<'a> {
     fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
-        let mut ports: BTreeMap<&str, PortView> = BTreeMap::new();
-        let mut dscps: BTreeMap<&str, Vec<(u8, u8)>> = BTreeMap::new();
+        let mut ports: BTreeMap<&Port, PortSettings> = BTreeMap::new();
+        let mut dscps: BTreeMap<&Port, Vec<(u8, u8)>> = BTreeMap::new();
         let mut routes = Vec::new();
         for change in changes {
             let port = match change.key() {
@@ -428,19 +482,11 @@ impl<'a> View<'a> {
                     continue;
                 }
             };
-            let view = ports.entry(port.as_str()).or_insert_with(|| PortView {
-                cli: cli_port(port).unwrap_or_else(|| port.clone()),
-                trust: None,
-                dscp_maps: Vec::new(),
-                bindings: Vec::new(),
-                strict: Vec::new(),
-                ecn: Vec::new(),
-                ecn_off: Vec::new(),
-            });
+            let view = ports.entry(port).or_default();
             match (change.key(), change.to()) {
                 (Key::Trust(_), Some(Value::Trust(t))) => view.trust = Some(t.clone()),
                 (Key::DscpPriority(_, d), Some(Value::Number(sp))) => {
-                    dscps.entry(port.as_str()).or_default().push((*d, *sp));
+                    dscps.entry(port).or_default().push((*d, *sp));
                 }
                 (Key::ClassBinding(_, class), Some(Value::Priorities(set))) if !set.is_empty() => {
                     let list: Vec<String> = set.iter().map(ToString::to_string).collect();
@@ -473,10 +519,38 @@ impl<'a> View<'a> {
         View {
             switch: &intent.name,
             full,
-            ports: ports.into_values().collect(),
+            ports: port_ranges(ports),
             routes,
         }
     }
+}
+
+/// Neighbouring ports of one module (`1/3` follows `1/2`) with the same settings,
+/// merged into ranges, as Onyx itself writes them.
+fn port_ranges(ports: BTreeMap<&Port, PortSettings>) -> Vec<PortView> {
+    let mut out: Vec<(String, u32, PortView)> = Vec::new();
+    for (port, settings) in ports {
+        let cli = cli_port(&port.name).unwrap_or_else(|| port.name.to_string());
+        let (module, number) = match cli
+            .rsplit_once('/')
+            .and_then(|(m, n)| Some((m, n.parse::<u32>().ok()?)))
+        {
+            Some((m, n)) => (m.to_string(), n),
+            None => (cli.clone(), 0),
+        };
+        if let Some((last_module, last_number, view)) = out.last_mut()
+            && *last_module == module
+            && *last_number + 1 == number
+            && view.settings == settings
+        {
+            let first = view.cli.split('-').next().unwrap_or_default().to_string();
+            view.cli = format!("{first}-{cli}");
+            *last_number = number;
+            continue;
+        }
+        out.push((module, number, PortView { cli, settings }));
+    }
+    out.into_iter().map(|(_, _, view)| view).collect()
 }
 
 #[cfg(test)]

@@ -76,6 +76,15 @@ impl fmt::Display for Key {
     }
 }
 
+impl Value {
+    fn hops(&self) -> Option<&NextHops> {
+        match self {
+            Value::Route(hops) => Some(hops),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -284,23 +293,15 @@ impl Driver for Cumulus {
         Ok(items)
     }
 
-    fn render(intent: &SwitchIntent, expected: &Items<Key, Value>) -> Result<String, Error> {
-        let additions: Vec<Change<Key, Value>> = expected
-            .iter()
-            .map(|(key, to)| Change::Add {
-                key: key.clone(),
-                to: to.clone(),
-            })
-            .collect();
-        let view = View::of(intent, &additions, true);
-        templates::render(&intent.name, "cumulus/config.tera", &view)
-    }
-
-    fn commands(intent: &SwitchIntent, changes: &[Change<Key, Value>]) -> Result<String, Error> {
+    fn layout(
+        intent: &SwitchIntent,
+        changes: &[Change<Key, Value>],
+        full: bool,
+    ) -> Result<String, Error> {
         templates::render(
             &intent.name,
             "cumulus/config.tera",
-            &View::of(intent, changes, false),
+            &View::of(intent, changes, full),
         )
     }
 }
@@ -345,14 +346,10 @@ impl<'a> View<'a> {
                 }
                 (Key::Congestion(q), None) => view.congestion_off.push(*q),
                 (Key::Route(prefix), _) => {
-                    let hops = |v: Option<&Value>| match v {
-                        Some(Value::Route(h)) => Some(h.clone()),
-                        _ => None,
-                    };
                     view.routes.extend(route_lines(
                         *prefix,
-                        hops(change.from()).as_ref(),
-                        hops(change.to()).as_ref(),
+                        change.from().and_then(Value::hops),
+                        change.to().and_then(Value::hops),
                     ));
                 }
                 _ => {}

@@ -86,6 +86,15 @@ impl fmt::Display for Key {
     }
 }
 
+impl Value {
+    fn hops(&self) -> Option<&NextHops> {
+        match self {
+            Value::Route(hops) => Some(hops),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -235,23 +244,15 @@ impl Driver for Eos {
         Ok(seen.items(intent))
     }
 
-    fn render(intent: &SwitchIntent, expected: &Items<Key, Value>) -> Result<String, Error> {
-        let additions: Vec<Change<Key, Value>> = expected
-            .iter()
-            .map(|(key, to)| Change::Add {
-                key: key.clone(),
-                to: to.clone(),
-            })
-            .collect();
-        let view = View::of(intent, &additions, true);
-        templates::render(&intent.name, "eos/config.tera", &view)
-    }
-
-    fn commands(intent: &SwitchIntent, changes: &[Change<Key, Value>]) -> Result<String, Error> {
+    fn layout(
+        intent: &SwitchIntent,
+        changes: &[Change<Key, Value>],
+        full: bool,
+    ) -> Result<String, Error> {
         templates::render(
             &intent.name,
             "eos/config.tera",
-            &View::of(intent, changes, false),
+            &View::of(intent, changes, full),
         )
     }
 }
@@ -490,14 +491,10 @@ impl<'a> View<'a> {
                     apply: to.is_some(),
                 }),
                 (Key::Route(prefix), _) => {
-                    let hops = |v: Option<&Value>| match v {
-                        Some(Value::Route(h)) => Some(h.clone()),
-                        _ => None,
-                    };
                     routes.extend(route_lines(
                         *prefix,
-                        hops(change.from()).as_ref(),
-                        hops(change.to()).as_ref(),
+                        change.from().and_then(Value::hops),
+                        change.to().and_then(Value::hops),
                     ));
                 }
                 _ => {}

@@ -2,11 +2,11 @@
 //! into each vendor's native configuration, and the semantic difference between that
 //! intent and what a switch runs.
 //!
-//! Each vendor is one small module (in the manner of NAPALM drivers) that knows four
+//! Each vendor is one small module (in the manner of NAPALM drivers) that knows three
 //! things: what the intent means in its terms ([`items`] with vendor keys), how to read
-//! the parts of a running configuration the plan owns, how to lay the configuration
-//! out (tera templates under `templates/switch/<vendor>/`), and which commands (or, for
-//! SONiC, which JSON patch) turn a running configuration into the intended one.
+//! the parts of a running configuration the plan owns, and how to lay changes out (one
+//! tera template per vendor under `switch-config/templates/<vendor>/`) — as a whole
+//! configuration or as the commands (SONiC: the JSON patch) that fix a running one.
 
 pub mod cumulus;
 pub mod eos;
@@ -41,16 +41,12 @@ trait Driver {
     /// The parts of `running` the plan owns, with the vendor's defaults filled in.
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Self::Key, Self::Value>, Error>;
 
-    /// The configuration text for `intent`.
-    fn render(
-        intent: &SwitchIntent,
-        expected: &Items<Self::Key, Self::Value>,
-    ) -> Result<String, Error>;
-
-    /// Commands (or a patch) that make a switch holding `running` match the plan.
-    fn commands(
+    /// Lays `changes` out as commands (SONiC: a JSON patch) that apply them or, when
+    /// `full`, as a whole configuration: every expected item, each an addition.
+    fn layout(
         intent: &SwitchIntent,
         changes: &[Change<Self::Key, Self::Value>],
+        full: bool,
     ) -> Result<String, Error>;
 }
 
@@ -66,7 +62,11 @@ pub fn extension(vendor: Vendor) -> &'static str {
 /// The configuration `intent` gives its switch, in the vendor's own syntax.
 pub fn render(intent: &SwitchIntent) -> Result<String, Error> {
     fn with<D: Driver>(intent: &SwitchIntent) -> Result<String, Error> {
-        D::render(intent, &D::expected(intent)?)
+        let additions: Vec<_> = D::expected(intent)?
+            .into_iter()
+            .map(|(key, to)| Change::Add { key, to })
+            .collect();
+        D::layout(intent, &additions, true)
     }
     match intent.vendor {
         Vendor::Sonic => with::<sonic::Sonic>(intent),
@@ -95,7 +95,7 @@ pub fn diff(intent: &SwitchIntent, running: Option<&str>) -> Result<SwitchDiff, 
         let commands = if changes.is_empty() {
             String::new()
         } else {
-            D::commands(intent, &changes)?
+            D::layout(intent, &changes, false)?
         };
         Ok(SwitchDiff {
             switch: intent.name.clone(),

@@ -123,6 +123,15 @@ impl fmt::Display for Key {
     }
 }
 
+impl Value {
+    fn hops(&self) -> Option<&NextHops> {
+        match self {
+            Value::Route(hops) => Some(hops),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -263,23 +272,15 @@ impl Driver for Onyx {
         Ok(items)
     }
 
-    fn render(intent: &SwitchIntent, expected: &Items<Key, Value>) -> Result<String, Error> {
-        let additions: Vec<Change<Key, Value>> = expected
-            .iter()
-            .map(|(key, to)| Change::Add {
-                key: key.clone(),
-                to: to.clone(),
-            })
-            .collect();
-        let view = View::of(intent, &additions, true);
-        templates::render(&intent.name, "onyx/config.tera", &view)
-    }
-
-    fn commands(intent: &SwitchIntent, changes: &[Change<Key, Value>]) -> Result<String, Error> {
+    fn layout(
+        intent: &SwitchIntent,
+        changes: &[Change<Key, Value>],
+        full: bool,
+    ) -> Result<String, Error> {
         templates::render(
             &intent.name,
             "onyx/config.tera",
-            &View::of(intent, changes, false),
+            &View::of(intent, changes, full),
         )
     }
 }
@@ -470,14 +471,10 @@ impl<'a> View<'a> {
                 | Key::Ets(p, _)
                 | Key::Ecn(p, _) => p,
                 Key::Route(prefix) => {
-                    let hops = |v: Option<&Value>| match v {
-                        Some(Value::Route(h)) => Some(h.clone()),
-                        _ => None,
-                    };
                     routes.extend(route_lines(
                         *prefix,
-                        hops(change.from()).as_ref(),
-                        hops(change.to()).as_ref(),
+                        change.from().and_then(Value::hops),
+                        change.to().and_then(Value::hops),
                     ));
                     continue;
                 }

@@ -304,133 +304,154 @@ impl Driver for Sonic {
         Ok(items)
     }
 
-    fn render(intent: &SwitchIntent, expected: &Items<Key, Value>) -> Result<String, Error> {
-        let mut tables: BTreeMap<Table, BTreeMap<String, Map<String, Json>>> = BTreeMap::new();
-        for (key, value) in expected {
-            let objects = tables.entry(key.table).or_default();
-            match (value, &key.field) {
-                (Value::Object(_), None) => {
-                    objects.entry(key.object.clone()).or_default();
-                }
-                (Value::Field(v), Some(field)) => {
-                    let object = objects.entry(key.object.clone()).or_default();
-                    object.insert(field.clone(), Json::String(v.clone()));
-                }
-                (Value::Route { hops, .. }, _) => {
-                    objects.insert(key.object.clone(), route_fields(hops));
-                }
-                _ => {}
-            }
+    fn layout(
+        intent: &SwitchIntent,
+        changes: &[Change<Key, Value>],
+        full: bool,
+    ) -> Result<String, Error> {
+        if full {
+            let expected = changes.iter().filter_map(|c| Some((c.key(), c.to()?)));
+            config_db(intent, expected)
+        } else {
+            Ok(patch(changes))
         }
-        let view = View {
-            switch: &intent.name,
-            tables: tables
-                .into_iter()
-                .map(|(table, objects)| TableView {
-                    name: table.name(),
-                    objects: objects
-                        .into_iter()
-                        .map(|(key, fields)| ObjectView {
-                            key,
-                            fields: ordered_fields(fields),
-                        })
-                        .collect(),
-                })
-                .collect(),
-        };
-        templates::render(&intent.name, "sonic/config.tera", &view)
     }
+}
 
-    /// A JSON patch: removals first (referencing tables before referenced ones), then
-    /// additions and replacements (referenced tables first).
-    fn commands(_intent: &SwitchIntent, changes: &[Change<Key, Value>]) -> Result<String, Error> {
-        let mut removals = Vec::new();
-        let mut updates = Vec::new();
-        let mut by_object: BTreeMap<(Table, &str), Vec<&Change<Key, Value>>> = BTreeMap::new();
-        for change in changes {
-            let key = change.key();
-            by_object
-                .entry((key.table, key.object.as_str()))
-                .or_default()
-                .push(change);
+/// The tables holding `expected`, as config_db JSON.
+fn config_db<'a>(
+    intent: &SwitchIntent,
+    expected: impl Iterator<Item = (&'a Key, &'a Value)>,
+) -> Result<String, Error> {
+    let mut tables: BTreeMap<Table, BTreeMap<String, Map<String, Json>>> = BTreeMap::new();
+    for (key, value) in expected {
+        let objects = tables.entry(key.table).or_default();
+        match (value, &key.field) {
+            (Value::Object(_), None) => {
+                objects.entry(key.object.clone()).or_default();
+            }
+            (Value::Field(v), Some(field)) => {
+                let object = objects.entry(key.object.clone()).or_default();
+                object.insert(field.clone(), Json::String(v.clone()));
+            }
+            (Value::Route { hops, .. }, _) => {
+                objects.insert(key.object.clone(), route_fields(hops));
+            }
+            _ => {}
         }
-        for ((table, object), changes) in by_object {
-            let path = |name: &str, field: Option<&str>| {
-                let mut p = format!("/{}/{}", table.name(), pointer(name));
-                if let Some(field) = field {
-                    p = format!("{p}/{}", pointer(field));
-                }
-                p
-            };
-            let whole = changes.iter().find(|c| c.key().field.is_none());
-            match whole {
-                Some(Change::Add {
-                    to: Value::Route { hops, .. },
-                    ..
-                }) => {
-                    updates.push(json!({"op": "add", "path": path(object, None), "value": route_fields(hops)}));
-                }
-                Some(Change::Modify {
-                    from: Value::Route { key, .. },
-                    to: Value::Route { hops, .. },
-                    ..
-                }) => {
-                    updates.push(json!({"op": "replace", "path": path(key, None), "value": route_fields(hops)}));
-                }
-                Some(Change::Remove {
-                    from: Value::Route { key, .. } | Value::Object(key),
-                    ..
-                }) => {
-                    removals.push((table, json!({"op": "remove", "path": path(key, None)})));
-                }
-                Some(Change::Add { .. }) => {
-                    let fields: Map<String, Json> = changes
-                        .iter()
-                        .filter_map(|c| match (&c.key().field, c.to()) {
-                            (Some(field), Some(Value::Field(v))) => {
-                                Some((field.clone(), Json::String(v.clone())))
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    updates.push(json!({"op": "add", "path": path(object, None), "value": ordered_fields(fields)}));
-                }
-                _ => {
-                    for change in changes {
-                        let field = change.key().field.as_deref();
-                        let op = match change {
-                            Change::Add {
-                                to: Value::Field(v),
-                                ..
-                            } => json!({"op": "add", "path": path(object, field), "value": v}),
-                            Change::Modify {
-                                to: Value::Field(v),
-                                ..
-                            } => json!({"op": "replace", "path": path(object, field), "value": v}),
-                            Change::Remove { .. } => {
-                                removals.push((
-                                    table,
-                                    json!({"op": "remove", "path": path(object, field)}),
-                                ));
-                                continue;
-                            }
-                            _ => continue,
-                        };
-                        updates.push(op);
-                    }
+    }
+    let view = View {
+        switch: &intent.name,
+        tables: tables
+            .into_iter()
+            .map(|(table, objects)| TableView {
+                name: table.name(),
+                objects: objects
+                    .into_iter()
+                    .map(|(key, fields)| ObjectView {
+                        key,
+                        fields: ordered_fields(fields),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    templates::render(&intent.name, "sonic/config.tera", &view)
+}
+
+/// A JSON patch: removals first (referencing tables before referenced ones), then
+/// additions and replacements (referenced tables first).
+fn patch(changes: &[Change<Key, Value>]) -> String {
+    let mut removals = Vec::new();
+    let mut updates = Vec::new();
+    let mut by_object: BTreeMap<(Table, &str), Vec<&Change<Key, Value>>> = BTreeMap::new();
+    for change in changes {
+        let key = change.key();
+        by_object
+            .entry((key.table, key.object.as_str()))
+            .or_default()
+            .push(change);
+    }
+    for ((table, object), changes) in by_object {
+        let path = |name: &str, field: Option<&str>| {
+            let mut p = format!("/{}/{}", table.name(), pointer(name));
+            if let Some(field) = field {
+                p = format!("{p}/{}", pointer(field));
+            }
+            p
+        };
+        let whole = changes.iter().find(|c| c.key().field.is_none());
+        match whole {
+            Some(Change::Add {
+                to: Value::Route { hops, .. },
+                ..
+            }) => {
+                updates.push(
+                    json!({"op": "add", "path": path(object, None), "value": route_fields(hops)}),
+                );
+            }
+            Some(Change::Modify {
+                from: Value::Route { key, .. },
+                to: Value::Route { hops, .. },
+                ..
+            }) => {
+                updates.push(
+                    json!({"op": "replace", "path": path(key, None), "value": route_fields(hops)}),
+                );
+            }
+            Some(Change::Remove {
+                from: Value::Route { key, .. } | Value::Object(key),
+                ..
+            }) => {
+                removals.push((table, json!({"op": "remove", "path": path(key, None)})));
+            }
+            Some(Change::Add { .. }) => {
+                let fields: Map<String, Json> = changes
+                    .iter()
+                    .filter_map(|c| match (&c.key().field, c.to()) {
+                        (Some(field), Some(Value::Field(v))) => {
+                            Some((field.clone(), Json::String(v.clone())))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                updates.push(json!({"op": "add", "path": path(object, None), "value": ordered_fields(fields)}));
+            }
+            _ => {
+                for change in changes {
+                    let field = change.key().field.as_deref();
+                    let op = match change {
+                        Change::Add {
+                            to: Value::Field(v),
+                            ..
+                        } => json!({"op": "add", "path": path(object, field), "value": v}),
+                        Change::Modify {
+                            to: Value::Field(v),
+                            ..
+                        } => json!({"op": "replace", "path": path(object, field), "value": v}),
+                        Change::Remove { .. } => {
+                            removals.push((
+                                table,
+                                json!({"op": "remove", "path": path(object, field)}),
+                            ));
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    updates.push(op);
                 }
             }
         }
-        removals.sort_by_key(|(table, _)| std::cmp::Reverse(*table));
-        let patch: Vec<Json> = removals
-            .into_iter()
-            .map(|(_, op)| op)
-            .chain(updates)
-            .collect();
-        let mut text = serde_json::to_string_pretty(&patch).expect("a patch serializes");
-        text.push('\n');
-        Ok(text)
     }
+    removals.sort_by_key(|(table, _)| std::cmp::Reverse(*table));
+    let patch: Vec<Json> = removals
+        .into_iter()
+        .map(|(_, op)| op)
+        .chain(updates)
+        .collect();
+    let mut text = serde_json::to_string_pretty(&patch).expect("a patch serializes");
+    text.push('\n');
+    text
 }
 
 /// Records a running object and its fields (only `fields`, when given).

@@ -5,7 +5,7 @@
 //! Each vendor is one small module (in the manner of NAPALM drivers) that knows three
 //! things: what the intent means in its terms ([`items`] with vendor keys), how to read
 //! the parts of a running configuration the plan owns, and how to lay changes out (one
-//! tera template per vendor under `switch-config/templates/<vendor>/`) — as a whole
+//! tera template per vendor under `templates/switch/<vendor>/`) — as a whole
 //! configuration or as the commands (SONiC: the JSON patch) that fix a running one.
 
 pub mod cumulus;

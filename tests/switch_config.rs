@@ -571,3 +571,56 @@ fn a_missing_running_file_is_an_empty_switch() {
     assert!(text(&out.stdout).ends_with("0 of 4 switches differ from the plan (0 change(s))\n"));
     std::fs::remove_dir_all(&empty).ok();
 }
+
+#[test]
+fn a_sonic_patch_creates_missing_tables_before_their_objects() {
+    let (intent, running) = realistic("spine1", "spine1.json");
+    let patch_ops = |running: &str| -> Vec<(String, String)> {
+        let diff = switch_config::diff(&intent, Some(running)).unwrap();
+        let patch: serde_json::Value = serde_json::from_str(&diff.commands).unwrap();
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|op| {
+                (
+                    op["op"].as_str().unwrap().into(),
+                    op["path"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    // An empty switch: every table the plan uses is added empty, then filled.
+    let ops = patch_ops("");
+    for table in [
+        "/DSCP_TO_TC_MAP",
+        "/WRED_PROFILE",
+        "/QUEUE",
+        "/STATIC_ROUTE",
+    ] {
+        let created = ops
+            .iter()
+            .position(|op| op == &("add".to_string(), table.to_string()))
+            .unwrap_or_else(|| panic!("{table} is not created: {ops:?}"));
+        let first_object = ops
+            .iter()
+            .position(|(_, path)| path.starts_with(&format!("{table}/")))
+            .unwrap();
+        assert!(created < first_object, "{table}: {ops:?}");
+    }
+    // A switch that has the tables, without the plan's objects: no table is replaced.
+    let without_static_routes = {
+        let mut doc: serde_json::Value = serde_json::from_str(&running).unwrap();
+        doc["STATIC_ROUTE"] = serde_json::json!({"mgmt|0.0.0.0/0": {"nexthop": "192.0.2.1"}});
+        doc.to_string()
+    };
+    let ops = patch_ops(&without_static_routes);
+    assert!(
+        !ops.iter().any(|(_, path)| path.matches('/').count() == 1),
+        "{ops:?}"
+    );
+    assert!(
+        ops.iter()
+            .any(|(op, path)| op == "add" && path.starts_with("/STATIC_ROUTE/"))
+    );
+}

@@ -14,6 +14,9 @@
 //! - `STATIC_ROUTE|default|<prefix>` inside the plan's scope; a discard is
 //!   `blackhole: true`.
 //!
+//! JSON patch cannot add an object to a table that does not exist, so each owned table
+//! is also an item: a table the plan needs but the switch lacks is created first.
+//!
 //! Spelling is not a difference: references written the old way (`[SCHEDULER|x]`) and
 //! route keys without `default|` compare equal to the plan's. `QUEUE` entries keyed by a
 //! range of queues (`Ethernet0|3-4`) are not read; mltctl writes one entry per queue.
@@ -33,6 +36,16 @@ pub struct Sonic;
 const MAP: &str = "MLT";
 const SCHEDULER: &str = "MLT_STRICT";
 const OWNED_PREFIX: &str = "MLT_";
+
+const TABLES: [Table; 7] = [
+    Table::DscpToTcMap,
+    Table::TcToQueueMap,
+    Table::Scheduler,
+    Table::WredProfile,
+    Table::Queue,
+    Table::PortQosMap,
+    Table::StaticRoute,
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Table {
@@ -59,7 +72,7 @@ impl Table {
     }
 }
 
-/// An object (`field: None`) or one field of it.
+/// An object (`field: None`) or one field of it; a whole table when `object` is empty.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     table: Table,
@@ -69,6 +82,7 @@ pub struct Key {
 
 #[derive(Debug, Clone)]
 pub enum Value {
+    Table(Presence),
     /// The object exists; holds its key as the switch spells it.
     Object(String),
     Field(String),
@@ -79,10 +93,24 @@ pub enum Value {
     },
 }
 
-/// Spellings of keys are not differences (see the module documentation).
+/// Whether a table exists (running) or must exist (plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    Required,
+    Optional,
+    Present,
+    Absent,
+}
+
+/// Spellings of keys are not differences (see the module documentation), and a table
+/// differs only when the plan requires it and the switch lacks it.
 impl PartialEq for Value {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
+            (Value::Table(a), Value::Table(b)) => !matches!(
+                (a, b),
+                (Presence::Required, Presence::Absent) | (Presence::Absent, Presence::Required)
+            ),
             (Value::Object(_), Value::Object(_)) => true,
             (Value::Field(a), Value::Field(b)) => a == b,
             (Value::Route { hops: a, .. }, Value::Route { hops: b, .. }) => a == b,
@@ -93,7 +121,10 @@ impl PartialEq for Value {
 
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}|{}", self.table.name(), self.object)?;
+        f.write_str(self.table.name())?;
+        if !self.object.is_empty() {
+            write!(f, "|{}", self.object)?;
+        }
         match &self.field {
             Some(field) => write!(f, " {field}"),
             None => Ok(()),
@@ -104,7 +135,11 @@ impl fmt::Display for Key {
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Value::Object(_) => f.write_str("present"),
+            Value::Table(Presence::Required | Presence::Present) | Value::Object(_) => {
+                f.write_str("present")
+            }
+            Value::Table(Presence::Optional) => f.write_str("not needed"),
+            Value::Table(Presence::Absent) => f.write_str("absent"),
             Value::Field(v) => f.write_str(v),
             Value::Route { hops, .. } => write!(f, "{hops}"),
         }
@@ -188,17 +223,35 @@ impl Driver for Sonic {
             };
             items.insert(route, Value::Route { hops, key });
         }
+        for table in TABLES {
+            let used = items.keys().any(|k| k.table == table);
+            let presence = if used {
+                Presence::Required
+            } else {
+                Presence::Optional
+            };
+            items.insert(table_key(table), Value::Table(presence));
+        }
         Ok(items)
     }
 
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
         let mut items = Items::new();
-        if running.trim().is_empty() {
-            return Ok(items);
-        }
-        let doc: Json = serde_json::from_str(running)
-            .map_err(|e| parse_error(intent, e.line(), format!("not config_db JSON: {e}")))?;
+        let doc: Json = if running.trim().is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(running)
+                .map_err(|e| parse_error(intent, e.line(), format!("not config_db JSON: {e}")))?
+        };
         let table = |name: &str| doc.get(name).and_then(Json::as_object);
+        for kind in TABLES {
+            let presence = if table(kind.name()).is_some() {
+                Presence::Present
+            } else {
+                Presence::Absent
+            };
+            items.insert(table_key(kind), Value::Table(presence));
+        }
         for (table_kind, name) in [(Table::DscpToTcMap, MAP), (Table::TcToQueueMap, MAP)] {
             if let Some(object) = table(table_kind.name())
                 .and_then(|t| t.get(name))
@@ -325,6 +378,9 @@ fn config_db<'a>(
 ) -> Result<String, Error> {
     let mut tables: BTreeMap<Table, BTreeMap<String, Map<String, Json>>> = BTreeMap::new();
     for (key, value) in expected {
+        if let Value::Table(_) = value {
+            continue;
+        }
         let objects = tables.entry(key.table).or_default();
         match (value, &key.field) {
             (Value::Object(_), None) => {
@@ -382,6 +438,12 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
         };
         let whole = changes.iter().find(|c| c.key().field.is_none());
         match whole {
+            Some(c) if object.is_empty() => {
+                if let Some(Value::Table(Presence::Required)) = c.to() {
+                    let path = format!("/{}", table.name());
+                    updates.push(json!({"op": "add", "path": path, "value": {}}));
+                }
+            }
             Some(Change::Add {
                 to: Value::Route { hops, .. },
                 ..
@@ -472,6 +534,14 @@ fn add_object(
         if fields.is_none_or(|owned| owned.contains(&field.as_str())) {
             items.insert(key(Some(field)), Value::Field(normalise(value)));
         }
+    }
+}
+
+fn table_key(table: Table) -> Key {
+    Key {
+        table,
+        object: String::new(),
+        field: None,
     }
 }
 

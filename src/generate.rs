@@ -1,7 +1,7 @@
 //! `mltctl generate`: a synthetic leaf-spine inventory of any size, for scale runs.
 //!
-//! Every leaf links to every spine; vendors rotate through all four so every renderer
-//! is exercised. Addresses: racks 10.R.R.0/24 with the gateway at .1 and hosts from
+//! Every leaf links to every spine; vendors rotate (by default through all four, so
+//! every renderer is exercised). Addresses: racks 10.R.R.0/24 with the gateway at .1 and hosts from
 //! .11, leaf–spine links /31s from 172.16.0.0/12, management addresses from
 //! 10.250.0.0/16, path addresses from the smallest 10.128.0.0/N that fits.
 
@@ -75,8 +75,16 @@ struct HostView {
     ip: Ipv4Addr,
 }
 
-/// The inventory YAML for a fabric of `size`.
+/// The inventory YAML for a fabric of `size`, vendors rotating through all four.
 pub fn fabric_yaml(size: FabricSize) -> anyhow::Result<String> {
+    fabric_yaml_with(size, &Vendor::ALL)
+}
+
+/// The inventory YAML for a fabric of `size`, vendors rotating through `vendors`.
+pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<String> {
+    if vendors.is_empty() {
+        bail!("a fabric needs at least one vendor");
+    }
     let FabricSize {
         spines,
         leaves,
@@ -98,7 +106,7 @@ pub fn fabric_yaml(size: FabricSize) -> anyhow::Result<String> {
     let mgmt = |n: usize| offset(Ipv4Addr::new(10, 250, 0, 0), 1 + n as u32);
     let mut switches = Vec::with_capacity(spines + leaves);
     for s in 0..spines {
-        let vendor = Vendor::ALL[s % Vendor::ALL.len()];
+        let vendor = vendors[s % vendors.len()];
         let ports = (0..leaves)
             .map(|l| PortView {
                 name: port_name(vendor, l),
@@ -120,7 +128,7 @@ pub fn fabric_yaml(size: FabricSize) -> anyhow::Result<String> {
     let mut hosts = Vec::with_capacity(leaves * hosts_per_leaf);
     let mut links = Vec::new();
     for l in 0..leaves {
-        let vendor = Vendor::ALL[(l + 1) % Vendor::ALL.len()];
+        let vendor = vendors[(l + 1) % vendors.len()];
         let (rack, leaf) = (format!("r{}", l + 1), format!("leaf{}", l + 1));
         let net = Ipv4Addr::new(10, (1 + l / 255) as u8, (l % 255) as u8, 0);
         racks.push(RackView {

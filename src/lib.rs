@@ -3,8 +3,11 @@
 //! Data flows one way: [`inventory`] (validated input) → [`plan`] (every decision,
 //! vendor-neutral) → render → diff → apply → verify.
 
+pub mod apply;
 pub mod diag;
 pub mod generate;
 pub mod inventory;
 pub mod plan;
+pub mod select;
+pub mod ssh;
 pub mod switches;

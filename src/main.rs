@@ -1,13 +1,19 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use mltctl::apply::journal::Journal;
+use mltctl::apply::report::{Reporter, Style, Summary};
+use mltctl::apply::{self, ApplyOptions, Event};
 use mltctl::diag::Diagnostics;
-use mltctl::generate::{FabricSize, fabric_yaml};
+use mltctl::generate::{FabricSize, fabric_yaml_with};
 use mltctl::inventory::{self, Inventory, LoadError};
 use mltctl::plan::{Plan, explain};
+use mltctl::select::Selection;
+use mltctl::ssh::{self, SshOptions};
 use mltctl::switches;
 use serde::Serialize;
 
@@ -18,7 +24,11 @@ Exit codes:
   2  the command line is wrong
   3  the inventory is invalid; every problem is listed as file:line:col: message
      and nothing was changed
-  6  (diff --exit-code) at least one switch differs from the plan";
+  4  (apply) at least one switch failed: it was rolled back, or reverts by itself;
+     its line says which
+  5  (apply) at least one switch was unreachable (none failed); nothing was sent to it
+  6  (diff --exit-code, apply --check --exit-code) at least one switch differs from
+     the plan";
 
 /// Deploy an ML-aware network transport from one inventory file.
 ///
@@ -99,10 +109,21 @@ enum Command {
         #[arg(long)]
         exit_code: bool,
     },
+    /// Push the plan to the switches over SSH: only what differs, verified, then kept.
+    ///
+    /// For each selected switch, over one SSH session: read the running configuration
+    /// and compare it with the plan. If nothing differs, nothing is sent. Otherwise load
+    /// the difference, commit it with a revert timer (EOS configure session with commit
+    /// timer, NVUE apply --confirm, SONiC checkpoint plus a rollback timer; Onyx has none
+    /// and is rolled back from a saved copy), read it back and verify, then confirm. On
+    /// any failure that switch is rolled back; the others carry on. Host keys are checked
+    /// against known_hosts. Every switch's outcome is appended to the journal.
+    #[command(after_help = EXIT_CODES)]
+    Apply(ApplyArgs),
     /// Write a synthetic leaf-spine inventory, for scale tests and benchmarks.
     ///
-    /// Every leaf links to every spine; vendors rotate through SONiC, EOS, Cumulus and
-    /// Onyx. Management addresses (10.250.0.0/16) reach nothing: use it for dry runs.
+    /// Every leaf links to every spine; vendors rotate through the --vendors list.
+    /// Management addresses (10.250.0.0/16) reach nothing: use it for dry runs.
     Generate {
         /// Spine switches.
         #[arg(long, default_value_t = 16)]
@@ -119,10 +140,59 @@ enum Command {
         /// Parameters in each layer.
         #[arg(long, default_value_t = 158_000)]
         params_per_layer: u64,
+        /// Switch operating systems to rotate through, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "sonic,eos,cumulus,onyx")]
+        vendors: Vec<switch_config::Vendor>,
         /// Write here instead of standard output.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+}
+
+#[derive(Args)]
+struct ApplyArgs {
+    #[command(flatten)]
+    inventory: InventoryArg,
+    /// Contact the switches and report what would change; change nothing.
+    #[arg(long)]
+    check: bool,
+    /// Show each switch's changes and the commands (SONiC: the JSON patch) that make
+    /// them. Only what the plan owns is shown, never the rest of a configuration.
+    #[arg(long)]
+    diff: bool,
+    /// Only these switches: names, globs (leaf*), groups (all, leaf, spine, rack:NAME,
+    /// vendor:NAME, sonic, eos, cumulus, onyx), comma-separated; &PATTERN narrows,
+    /// !PATTERN excludes. Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    limit: Vec<String>,
+    /// Switches handled at once, one SSH session each.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    forks: u16,
+    /// Seconds a committed change may stay unconfirmed before the switch reverts it.
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    confirm_timeout: u64,
+    /// Print one JSON object per line: {"event":"started"|"device"|"summary", ...}.
+    #[arg(long)]
+    json: bool,
+    /// (with --check) Exit with 6 when any switch would change.
+    #[arg(long, requires = "check")]
+    exit_code: bool,
+    /// OpenSSH known_hosts file to check host keys against [default: ~/.ssh/known_hosts].
+    #[arg(long, value_name = "FILE")]
+    known_hosts: Option<PathBuf>,
+    /// Record the host key of a switch that has none in known_hosts. A changed key is
+    /// always refused.
+    #[arg(long)]
+    accept_new_host_keys: bool,
+    /// Seconds to wait for a switch to accept the TCP connection.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    connect_timeout: u64,
+    /// Seconds any one command on a switch may take.
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    command_timeout: u64,
+    /// Journal file, appended to [default: .mltctl/journal.jsonl next to the inventory].
+    #[arg(long, value_name = "FILE")]
+    journal: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -144,6 +214,11 @@ enum Failure {
     InvalidReported,
     /// `diff --exit-code` found differences (already printed).
     Differs,
+    /// `apply` finished with failed or unreachable switches (already reported).
+    SwitchesFailed,
+    SwitchesUnreachable,
+    /// A command-line value is wrong in a way clap cannot see.
+    Usage(String),
     Error(anyhow::Error),
 }
 
@@ -167,6 +242,12 @@ fn main() -> ExitCode {
         }
         Err(Failure::InvalidReported) => ExitCode::from(3),
         Err(Failure::Differs) => ExitCode::from(6),
+        Err(Failure::SwitchesFailed) => ExitCode::from(4),
+        Err(Failure::SwitchesUnreachable) => ExitCode::from(5),
+        Err(Failure::Usage(message)) => {
+            eprintln!("mltctl: {message}");
+            ExitCode::from(2)
+        }
         Err(Failure::Error(e)) => {
             eprintln!("mltctl: {e:#}");
             ExitCode::from(1)
@@ -224,21 +305,24 @@ fn run(command: Command) -> Result<(), Failure> {
             json,
             exit_code,
         } => diff(&inventory.inventory, &running, json, exit_code),
+        Command::Apply(args) => apply(args),
         Command::Generate {
             spines,
             leaves,
             hosts_per_leaf,
             layers,
             params_per_layer,
+            vendors,
             output,
         } => {
-            let yaml = fabric_yaml(FabricSize {
+            let size = FabricSize {
                 spines,
                 leaves,
                 hosts_per_leaf,
                 layers,
                 params_per_layer,
-            })?;
+            };
+            let yaml = fabric_yaml_with(size, &vendors)?;
             match output {
                 Some(path) => std::fs::write(&path, yaml)
                     .with_context(|| format!("cannot write {}", path.display()))?,
@@ -285,6 +369,94 @@ fn diff(
         return Err(Failure::Differs);
     }
     Ok(())
+}
+
+fn apply(args: ApplyArgs) -> Result<(), Failure> {
+    let path = &args.inventory.inventory;
+    let plan = Plan::build(&load(path)?);
+    let targets = Selection::parse(&args.limit)
+        .and_then(|s| s.apply(&plan.switches))
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let unrenderable: Vec<String> = targets
+        .iter()
+        .filter_map(|&i| switch_config::render(&plan.switches[i].intent).err())
+        .map(|e| e.to_string())
+        .collect();
+    if !unrenderable.is_empty() {
+        return Err(anyhow::anyhow!(
+            "{} switch(es) cannot be configured as planned; no switch was contacted:\n  {}",
+            unrenderable.len(),
+            unrenderable.join("\n  ")
+        )
+        .into());
+    }
+    let journal_path = args.journal.clone().unwrap_or_else(|| {
+        path.parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(".mltctl/journal.jsonl")
+    });
+    let mut journal = Journal::open(&journal_path)
+        .with_context(|| format!("cannot open the journal {}", journal_path.display()))?;
+    let known_hosts = args
+        .known_hosts
+        .clone()
+        .unwrap_or_else(|| ssh::expand_home(std::path::Path::new("~/.ssh/known_hosts")));
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let options = ApplyOptions {
+        check: args.check,
+        confirm_timeout: Duration::from_secs(args.confirm_timeout),
+        forks: usize::from(args.forks),
+        ssh: SshOptions {
+            known_hosts,
+            accept_new_host_keys: args.accept_new_host_keys,
+            connect_timeout: Duration::from_secs(args.connect_timeout),
+            command_timeout: Duration::from_secs(args.command_timeout),
+            known_hosts_lock: Default::default(),
+        },
+        run_id: format!("mltctl-{}-{}", since_epoch.as_secs(), std::process::id()),
+    };
+    let style = if args.json {
+        Style::Json
+    } else if std::io::stderr().is_terminal() {
+        Style::Terminal
+    } else {
+        Style::Plain
+    };
+    let mut reporter = Reporter::new(style, targets.len(), args.diff, args.check);
+    let mut problems = Vec::new();
+    let started = std::time::Instant::now();
+    let results = apply::run(&plan.switches, &targets, &options, &mut |event| {
+        if let Event::Finished(result) = event
+            && let Err(e) = journal.record(&options.run_id, options.check, result)
+        {
+            problems.push(format!("cannot write the journal: {e}"));
+        }
+        if let Err(e) = reporter.event(event) {
+            problems.push(format!("cannot write to standard output: {e}"));
+        }
+    });
+    let summary = Summary::of(&results);
+    reporter
+        .finish(
+            &summary,
+            started.elapsed().as_secs_f64(),
+            &journal.path().display().to_string(),
+        )
+        .context("cannot write to standard output")?;
+    if let Some(problem) = problems.first() {
+        return Err(anyhow::anyhow!("{problem}").into());
+    }
+    if summary.failed > 0 {
+        Err(Failure::SwitchesFailed)
+    } else if summary.unreachable > 0 {
+        Err(Failure::SwitchesUnreachable)
+    } else if args.exit_code && summary.changed > 0 {
+        Err(Failure::Differs)
+    } else {
+        Ok(())
+    }
 }
 
 fn diff_text(diffs: &[switch_config::SwitchDiff], differing: usize) -> String {

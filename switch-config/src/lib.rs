@@ -14,6 +14,7 @@ mod error;
 pub mod intent;
 pub mod items;
 pub mod onyx;
+pub mod push;
 pub mod sonic;
 mod templates;
 mod text;
@@ -50,6 +51,18 @@ trait Driver {
     ) -> Result<String, Error>;
 }
 
+/// Calls `f::<D>(args)` with the vendor's driver `D`.
+macro_rules! per_vendor {
+    ($vendor:expr, $f:ident($($arg:expr),*)) => {
+        match $vendor {
+            Vendor::Sonic => $f::<sonic::Sonic>($($arg),*),
+            Vendor::Eos => $f::<eos::Eos>($($arg),*),
+            Vendor::Cumulus => $f::<cumulus::Cumulus>($($arg),*),
+            Vendor::Onyx => $f::<onyx::Onyx>($($arg),*),
+        }
+    };
+}
+
 /// The file extension a vendor's configurations are saved under.
 pub fn extension(vendor: Vendor) -> &'static str {
     match vendor {
@@ -68,12 +81,7 @@ pub fn render(intent: &SwitchIntent) -> Result<String, Error> {
             .collect();
         D::layout(intent, &additions, true)
     }
-    match intent.vendor {
-        Vendor::Sonic => with::<sonic::Sonic>(intent),
-        Vendor::Eos => with::<eos::Eos>(intent),
-        Vendor::Cumulus => with::<cumulus::Cumulus>(intent),
-        Vendor::Onyx => with::<onyx::Onyx>(intent),
-    }
+    per_vendor!(intent.vendor, with(intent))
 }
 
 /// How a switch differs from its intent, and what would fix it.
@@ -90,25 +98,42 @@ pub struct SwitchDiff {
 pub fn diff(intent: &SwitchIntent, running: Option<&str>) -> Result<SwitchDiff, Error> {
     fn with<D: Driver>(intent: &SwitchIntent, running: &str) -> Result<SwitchDiff, Error> {
         let expected = D::expected(intent)?;
-        let running = D::parse(running, intent)?;
-        let changes = items::changes(&expected, &running);
-        let commands = if changes.is_empty() {
-            String::new()
-        } else {
-            D::layout(intent, &changes, false)?
-        };
-        Ok(SwitchDiff {
-            switch: intent.name.clone(),
-            vendor: intent.vendor,
-            changes: changes.iter().map(ChangeLine::from).collect(),
-            commands,
-        })
+        difference::<D>(intent, &expected, &D::parse(running, intent)?)
     }
-    let running = running.unwrap_or("");
-    match intent.vendor {
-        Vendor::Sonic => with::<sonic::Sonic>(intent, running),
-        Vendor::Eos => with::<eos::Eos>(intent, running),
-        Vendor::Cumulus => with::<cumulus::Cumulus>(intent, running),
-        Vendor::Onyx => with::<onyx::Onyx>(intent, running),
+    per_vendor!(intent.vendor, with(intent, running.unwrap_or("")))
+}
+
+/// How the owned parts of a switch running `current` differ from those of `saved`, and
+/// the commands (SONiC: the JSON patch) that put `saved`'s back: rollback for switches
+/// without one of their own, and the check that a rollback worked.
+pub fn revert(intent: &SwitchIntent, saved: &str, current: &str) -> Result<SwitchDiff, Error> {
+    fn with<D: Driver>(
+        intent: &SwitchIntent,
+        saved: &str,
+        current: &str,
+    ) -> Result<SwitchDiff, Error> {
+        let target = D::parse(saved, intent)?;
+        difference::<D>(intent, &target, &D::parse(current, intent)?)
     }
+    per_vendor!(intent.vendor, with(intent, saved, current))
+}
+
+/// The changes that turn `running` into `target`, and their commands.
+fn difference<D: Driver>(
+    intent: &SwitchIntent,
+    target: &Items<D::Key, D::Value>,
+    running: &Items<D::Key, D::Value>,
+) -> Result<SwitchDiff, Error> {
+    let changes = items::changes(target, running);
+    let commands = if changes.is_empty() {
+        String::new()
+    } else {
+        D::layout(intent, &changes, false)?
+    };
+    Ok(SwitchDiff {
+        switch: intent.name.clone(),
+        vendor: intent.vendor,
+        changes: changes.iter().map(ChangeLine::from).collect(),
+        commands,
+    })
 }

@@ -7,7 +7,8 @@
 //!   out of the running config); the plan's traffic class serves as switch priority;
 //! - `traffic-class T bind switch-priority T` for each of the plan's classes (default:
 //!   each switch priority in the class of the same number);
-//! - `traffic-class Q dcb ets strict` on owned queues (default WRR);
+//! - `traffic-class Q dcb ets strict` on owned queues (default: WRR, which
+//!   `no traffic-class Q dcb ets` returns to);
 //! - `traffic-class Q congestion-control ecn minimum-absolute S maximum-absolute L` on
 //!   gradient queues, and none on the control queue;
 //!
@@ -95,12 +96,21 @@ fn plan_ports(intent: &SwitchIntent) -> impl Iterator<Item = Port> + '_ {
         })
 }
 
+/// How a traffic class is scheduled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ets {
+    Strict,
+    Wrr(u32),
+    /// Nothing configured: Onyx's default WRR weights.
+    Default,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Trust(String),
     Number(u8),
     Priorities(BTreeSet<u8>),
-    Strict(bool),
+    Ets(Ets),
     /// Control type (`ecn`, `red`, `both`) and absolute thresholds in KB.
     Ecn {
         control: String,
@@ -141,8 +151,9 @@ impl fmt::Display for Value {
                 let list: Vec<String> = set.iter().map(ToString::to_string).collect();
                 f.write_str(&list.join(","))
             }
-            Value::Strict(true) => f.write_str("strict"),
-            Value::Strict(false) => f.write_str("wrr"),
+            Value::Ets(Ets::Strict) => f.write_str("strict"),
+            Value::Ets(Ets::Wrr(weight)) => write!(f, "wrr {weight}"),
+            Value::Ets(Ets::Default) => f.write_str("wrr (default)"),
             Value::Ecn {
                 control,
                 min_kb,
@@ -180,7 +191,7 @@ impl Driver for Onyx {
                 items.insert(Key::ClassBinding(p(), queue), priorities);
             }
             for q in &qos.queues {
-                items.insert(Key::Ets(p(), q.queue), Value::Strict(true));
+                items.insert(Key::Ets(p(), q.queue), Value::Ets(Ets::Strict));
                 if let Some(ecn) = q.ecn {
                     let kb = |bytes: u64| {
                         if bytes % KB == 0 {
@@ -234,7 +245,7 @@ impl Driver for Onyx {
                 );
             }
             for &q in &queues {
-                items.insert(Key::Ets(p(), q), Value::Strict(false));
+                items.insert(Key::Ets(p(), q), Value::Ets(Ets::Default));
             }
         }
         let mut routes: Items<Key, NextHops> = Items::new();
@@ -336,10 +347,15 @@ fn interface_line(
                 Value::Priorities(set),
             );
         }
-        ["traffic-class", queue, "dcb", "ets", mode, ..] => {
+        ["traffic-class", queue, "dcb", "ets", mode @ ..] => {
             let queue: u8 = queue.parse().ok()?;
+            let ets = match mode {
+                ["strict", ..] => Ets::Strict,
+                ["wrr", weight, ..] => Ets::Wrr(weight.parse().ok()?),
+                _ => return None,
+            };
             if queues.contains(&queue) {
-                items.insert(Key::Ets(p(), queue), Value::Strict(*mode == "strict"));
+                items.insert(Key::Ets(p(), queue), Value::Ets(ets));
             }
         }
         [
@@ -452,7 +468,10 @@ struct PortSettings {
     trust: Option<String>,
     dscp_maps: Vec<(String, u8)>,
     bindings: Vec<(u8, String)>,
-    strict: Vec<u8>,
+    /// (queue, `strict` or `wrr W`) to set.
+    ets: Vec<(u8, String)>,
+    /// Queues going back to the default scheduling.
+    ets_default: Vec<u8>,
     /// (queue, control, min KB, max KB) to set.
     ecn: Vec<(u8, String, u64, u64)>,
     ecn_off: Vec<u8>,
@@ -489,7 +508,8 @@ impl<'a> View<'a> {
                     let list: Vec<String> = set.iter().map(ToString::to_string).collect();
                     view.bindings.push((*class, list.join(" ")));
                 }
-                (Key::Ets(_, q), Some(Value::Strict(true))) => view.strict.push(*q),
+                (Key::Ets(_, q), Some(Value::Ets(Ets::Default))) => view.ets_default.push(*q),
+                (Key::Ets(_, q), Some(ets @ Value::Ets(_))) => view.ets.push((*q, ets.to_string())),
                 (
                     Key::Ecn(_, q),
                     Some(Value::Ecn {

@@ -477,7 +477,7 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
                         _ => None,
                     })
                     .collect();
-                updates.push(json!({"op": "add", "path": path(object, None), "value": ordered_fields(fields)}));
+                updates.push(json!({"op": "add", "path": path(object, None), "value": fields}));
             }
             _ => {
                 for change in changes {

@@ -1,0 +1,355 @@
+//! Applying the plan to switches over SSH, the way a careful network engineer would:
+//! read what runs, compare, push only the difference with a revert timer, read back
+//! and verify, then confirm — or roll back. Each device is handled on its own; one
+//! failing never touches another.
+//!
+//! Per device (nmstate's apply → verify → commit or roll back, over NAPALM-style
+//! drivers from [`switch_config::push`]):
+//! 1. open one SSH session (host key checked) and read the running configuration;
+//! 2. diff it with the plan; no difference: `ok`, nothing else is sent;
+//! 3. `--check`: report what would change and stop;
+//! 4. load the change as a candidate and ask the switch for its own diff (a switch
+//!    that sees nothing to change has ignored the candidate: discard, fail);
+//! 5. commit with a revert timer, read the running configuration back and diff again;
+//!    anything left over is a failed verify: roll back;
+//! 6. confirm.
+//!
+//! A rollback is checked by reading the switch again: the owned parts must match what
+//! it ran before. If the connection dropped, one new session is opened for it; if that
+//! fails too, a switch with a revert timer undoes the change by itself.
+
+pub mod journal;
+pub mod report;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use switch_config::push::{self, Device, PushError};
+use switch_config::{ChangeLine, SwitchIntent, Vendor};
+
+use crate::plan::SwitchPlan;
+use crate::ssh::{Session, SshOptions};
+
+/// How a run behaves.
+#[derive(Debug)]
+pub struct ApplyOptions {
+    /// Contact devices and report what would change, changing nothing.
+    pub check: bool,
+    /// How long an unconfirmed commit lives before the switch reverts it.
+    pub confirm_timeout: Duration,
+    /// Devices handled at once (one SSH session each).
+    pub forks: usize,
+    pub ssh: SshOptions,
+    /// Names the session, checkpoint and timer of this run on every switch.
+    pub run_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Already as planned; nothing was sent but reads.
+    Ok,
+    /// Changed and verified (with `--check`: would change).
+    Changed,
+    /// Reached, but the change could not be made; see the message for what the switch
+    /// runs now.
+    Failed,
+    /// No session could be opened; nothing was sent.
+    Unreachable,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::Ok => "ok",
+            Status::Changed => "changed",
+            Status::Failed => "failed",
+            Status::Unreachable => "unreachable",
+        })
+    }
+}
+
+/// What happened on one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceResult {
+    pub device: String,
+    pub vendor: Vendor,
+    pub endpoint: String,
+    pub status: Status,
+    /// What differs from the plan (for `changed`: what was changed).
+    pub changes: Vec<ChangeLine>,
+    /// The commands (SONiC: the JSON patch) that make the change.
+    pub commands: String,
+    /// Why it failed or was unreachable, and what the switch runs now.
+    pub message: Option<String>,
+    /// SHA-256 of the running configuration before and after.
+    pub before_sha256: Option<String>,
+    pub after_sha256: Option<String>,
+    /// Every command and script sent to the device, in order.
+    #[serde(skip)]
+    pub sent: Vec<String>,
+    pub seconds: f64,
+}
+
+/// Progress of a run, in the order things happen.
+pub enum Event {
+    Started(String),
+    Finished(DeviceResult),
+}
+
+/// Applies the plan to `targets` (indices into `switches`), `forks` at a time, and
+/// calls `on_event` on this thread as devices start and finish. Results come back in
+/// `targets` order.
+pub fn run(
+    switches: &[SwitchPlan],
+    targets: &[usize],
+    options: &ApplyOptions,
+    on_event: &mut dyn FnMut(&Event),
+) -> Vec<DeviceResult> {
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Event)>();
+    let mut results: Vec<Option<DeviceResult>> = vec![None; targets.len()];
+    std::thread::scope(|scope| {
+        for _ in 0..options.forks.clamp(1, targets.len().max(1)) {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || {
+                loop {
+                    let slot = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&index) = targets.get(slot) else {
+                        break;
+                    };
+                    let switch = &switches[index];
+                    let name = switch.intent.name.clone();
+                    if tx.send((slot, Event::Started(name))).is_err() {
+                        break;
+                    }
+                    let result = apply_device(switch, options);
+                    if tx.send((slot, Event::Finished(result))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (slot, event) in rx {
+            on_event(&event);
+            if let Event::Finished(result) = event {
+                results[slot] = Some(result);
+            }
+        }
+    });
+    results.into_iter().flatten().collect()
+}
+
+/// The whole per-device flow; never panics on device trouble, always reports.
+pub fn apply_device(switch: &SwitchPlan, options: &ApplyOptions) -> DeviceResult {
+    let started = Instant::now();
+    let intent = &switch.intent;
+    let mut result = DeviceResult {
+        device: intent.name.clone(),
+        vendor: intent.vendor,
+        endpoint: format!("{}:{}", switch.mgmt.address, switch.mgmt.port),
+        status: Status::Ok,
+        changes: Vec::new(),
+        commands: String::new(),
+        message: None,
+        before_sha256: None,
+        after_sha256: None,
+        sent: Vec::new(),
+        seconds: 0.0,
+    };
+    let mut session = match Session::open(&switch.mgmt, &options.ssh) {
+        Ok(session) => session,
+        Err(e) => {
+            result.status = Status::Unreachable;
+            result.message = Some(e.to_string());
+            result.seconds = started.elapsed().as_secs_f64();
+            return result;
+        }
+    };
+    let mut device = push::driver(intent, &options.run_id);
+    let mut change = Change {
+        switch,
+        options,
+        device: &mut *device,
+        before: String::new(),
+    };
+    let outcome = change.run(&mut session, &mut result);
+    if let Err(failure) = outcome {
+        result.status = Status::Failed;
+        result.message = Some(failure.describe(&mut change, &mut session));
+    }
+    result.sent = session.sent().to_vec();
+    result.seconds = started.elapsed().as_secs_f64();
+    result
+}
+
+/// One device's change in progress.
+struct Change<'a> {
+    switch: &'a SwitchPlan,
+    options: &'a ApplyOptions,
+    device: &'a mut dyn Device,
+    /// The running configuration before the change: the saved copy.
+    before: String,
+}
+
+/// Where the flow stopped, and whether the switch may hold part of the change.
+enum Failure {
+    /// Nothing was activated.
+    BeforeCommit(String),
+    /// The change was (maybe partly) active and must be rolled back.
+    AfterCommit(String),
+    /// The candidate was never loaded; nothing to undo.
+    Read(String),
+}
+
+impl Change<'_> {
+    fn intent(&self) -> &SwitchIntent {
+        &self.switch.intent
+    }
+
+    fn run(&mut self, t: &mut Session, result: &mut DeviceResult) -> Result<(), Failure> {
+        let before = self
+            .device
+            .get_running(t)
+            .map_err(|e| Failure::Read(format!("cannot read the running configuration: {e}")))?;
+        result.before_sha256 = Some(sha256(&before));
+        let diff = switch_config::diff(self.intent(), Some(&before))
+            .map_err(|e| Failure::Read(e.to_string()))?;
+        self.before = before;
+        result.changes = diff.changes;
+        result.commands = diff.commands;
+        if result.changes.is_empty() {
+            result.after_sha256 = result.before_sha256.clone();
+            return Ok(());
+        }
+        result.status = Status::Changed;
+        if self.options.check {
+            return Ok(());
+        }
+        self.stage(t, &result.commands)?;
+        self.device
+            .commit(t, self.options.confirm_timeout)
+            .map_err(|e| Failure::AfterCommit(format!("commit failed: {e}")))?;
+        let after = self
+            .device
+            .get_running(t)
+            .map_err(|e| Failure::AfterCommit(format!("cannot read back after commit: {e}")))?;
+        let left = switch_config::diff(self.intent(), Some(&after))
+            .map_err(|e| Failure::AfterCommit(format!("cannot read back after commit: {e}")))?
+            .changes;
+        if !left.is_empty() {
+            let lines: Vec<String> = left.iter().take(3).map(ToString::to_string).collect();
+            return Err(Failure::AfterCommit(format!(
+                "verify failed: {} item(s) still differ after commit ({}{})",
+                left.len(),
+                lines.join("; "),
+                if left.len() > 3 { "; …" } else { "" }
+            )));
+        }
+        self.device
+            .confirm(t)
+            .map_err(|e| Failure::AfterCommit(format!("confirm failed: {e}")))?;
+        result.after_sha256 = Some(sha256(&after));
+        Ok(())
+    }
+
+    /// Loads the change and makes sure the switch sees it.
+    fn stage(&mut self, t: &mut Session, commands: &str) -> Result<(), Failure> {
+        let staged = self
+            .device
+            .load_candidate(t, commands, &self.before)
+            .map_err(|e| format!("loading the change failed: {e}"))
+            .and_then(|()| {
+                self.device
+                    .compare(t)
+                    .map_err(|e| format!("the switch could not compare the change: {e}"))
+            })
+            .and_then(|own_diff| {
+                if own_diff.trim().is_empty() {
+                    Err(PushError::Ignored.to_string())
+                } else {
+                    Ok(())
+                }
+            });
+        staged.map_err(Failure::BeforeCommit)
+    }
+
+    /// Undoes the commit and says what the switch runs now. A lost connection gets one
+    /// new session.
+    fn roll_back(&mut self, t: &mut Session) -> String {
+        match self.device.rollback(t) {
+            Ok(()) => self.restored(t),
+            Err(PushError::Transport(_)) => {
+                if let Err(e) = t.reconnect(&self.switch.mgmt, &self.options.ssh) {
+                    return self.unreachable_after_commit(&e.to_string());
+                }
+                match self.device.rollback(t) {
+                    Ok(()) => self.restored(t),
+                    Err(e) => format!("rollback failed ({e}); check the switch by hand"),
+                }
+            }
+            Err(e) => format!("rollback failed ({e}); check the switch by hand"),
+        }
+    }
+
+    /// After a rollback: does the switch run what it ran before?
+    fn restored(&mut self, t: &mut Session) -> String {
+        let now = match self.device.get_running(t) {
+            Ok(now) => now,
+            Err(e) => return format!("rolled back, but could not read the switch again ({e})"),
+        };
+        match switch_config::revert(self.intent(), &self.before, &now) {
+            Ok(left) if left.changes.is_empty() => {
+                "rolled back: the switch runs what it ran before".into()
+            }
+            Ok(_) => {
+                "rolled back, but the switch does NOT run what it ran before; check it by hand"
+                    .into()
+            }
+            Err(e) => format!("rolled back, but the result cannot be read ({e})"),
+        }
+    }
+
+    fn unreachable_after_commit(&self, reconnect: &str) -> String {
+        if self.device.reverts_by_itself() {
+            format!(
+                "cannot reconnect to roll back ({reconnect}); the switch reverts the change by \
+                 itself within {} s",
+                self.options.confirm_timeout.as_secs()
+            )
+        } else {
+            format!(
+                "cannot reconnect to roll back ({reconnect}); the change is active but not saved \
+                 for the next boot: restore it by hand or run apply again"
+            )
+        }
+    }
+}
+
+impl Failure {
+    /// The failure, and what was done about it.
+    fn describe(self, change: &mut Change<'_>, t: &mut Session) -> String {
+        match self {
+            Failure::Read(why) => why,
+            Failure::BeforeCommit(why) => match change.device.discard(t) {
+                Ok(()) => format!("{why}; nothing was activated (candidate discarded)"),
+                Err(e) => {
+                    format!("{why}; nothing was activated (discarding the candidate failed: {e})")
+                }
+            },
+            Failure::AfterCommit(why) => format!("{why}; {}", change.roll_back(t)),
+        }
+    }
+}
+
+fn sha256(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

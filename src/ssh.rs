@@ -1,0 +1,365 @@
+//! SSH sessions to devices (the `ssh2` crate): one session per device, reused for every
+//! step. The device's host key is checked against known_hosts before anything is sent;
+//! the user authenticates with a key file, a key held in an environment variable, or
+//! the ssh-agent. Passwords are never used, and no key or passphrase is ever printed.
+
+use std::fs::OpenOptions;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ssh2::{CheckResult, KnownHostFileKind, MethodType};
+use switch_config::push::{Output, Transport};
+
+use crate::inventory::{KeyRef, Mgmt};
+
+/// How sessions are opened.
+#[derive(Debug)]
+pub struct SshOptions {
+    /// OpenSSH known_hosts file the device keys are checked against.
+    pub known_hosts: PathBuf,
+    /// Record the key of a device that has none in `known_hosts` (a changed key is
+    /// always refused).
+    pub accept_new_host_keys: bool,
+    pub connect_timeout: Duration,
+    /// The longest any one step (a command, a read) may take.
+    pub command_timeout: Duration,
+    /// Serialises additions to `known_hosts` from parallel sessions.
+    pub known_hosts_lock: Mutex<()>,
+}
+
+/// Why a session could not be opened. Nothing was sent to the device.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    #[error("cannot resolve {endpoint}: {source}")]
+    Resolve {
+        endpoint: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot connect to {endpoint}: {source}")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("SSH handshake with {endpoint} failed: {source}")]
+    Handshake {
+        endpoint: String,
+        #[source]
+        source: ssh2::Error,
+    },
+    #[error(
+        "the host key of {endpoint} is not in {} (check it and run again with --accept-new-host-keys to record it)",
+        known_hosts.display()
+    )]
+    UnknownHostKey {
+        endpoint: String,
+        known_hosts: PathBuf,
+    },
+    #[error(
+        "the host key of {endpoint} does not match the one in {}: refusing to connect (a replaced device, or someone in between)",
+        known_hosts.display()
+    )]
+    HostKeyChanged {
+        endpoint: String,
+        known_hosts: PathBuf,
+    },
+    #[error("known hosts {}: {message}", path.display())]
+    KnownHosts { path: PathBuf, message: String },
+    #[error("authentication as {user} on {endpoint} failed: {reason}")]
+    Auth {
+        user: String,
+        endpoint: String,
+        reason: String,
+    },
+}
+
+/// An authenticated session, with a record of every command sent over it.
+pub struct Session {
+    session: ssh2::Session,
+    sent: Vec<String>,
+}
+
+/// The host key algorithms in OpenSSH's order of preference, so that the key checked
+/// is the one OpenSSH recorded for the device.
+const HOST_KEY_PREFERENCE: &[&str] = &[
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+    "ssh-rsa",
+];
+
+impl Session {
+    /// Connects to `mgmt`, checks its host key and logs in.
+    pub fn open(mgmt: &Mgmt, options: &SshOptions) -> Result<Session, SshError> {
+        let endpoint = format!("{}:{}", mgmt.address, mgmt.port);
+        let tcp = connect(&mgmt.address, mgmt.port, options.connect_timeout, &endpoint)?;
+        let handshake = |source| SshError::Handshake {
+            endpoint: endpoint.clone(),
+            source,
+        };
+        let mut session = ssh2::Session::new().map_err(handshake)?;
+        session.set_tcp_stream(tcp);
+        session.set_timeout(millis(options.command_timeout));
+        let supported = session
+            .supported_algs(MethodType::HostKey)
+            .map_err(handshake)?;
+        let preference: Vec<&str> = HOST_KEY_PREFERENCE
+            .iter()
+            .copied()
+            .filter(|a| supported.contains(a))
+            .collect();
+        session
+            .method_pref(MethodType::HostKey, &preference.join(","))
+            .map_err(handshake)?;
+        session.handshake().map_err(handshake)?;
+        check_host_key(&session, mgmt, options, &endpoint)?;
+        authenticate(&session, mgmt, &endpoint)?;
+        Ok(Session {
+            session,
+            sent: Vec::new(),
+        })
+    }
+
+    /// Replaces a lost connection with a new one; the record of what was sent stays.
+    pub fn reconnect(&mut self, mgmt: &Mgmt, options: &SshOptions) -> Result<(), SshError> {
+        self.session = Session::open(mgmt, options)?.session;
+        Ok(())
+    }
+
+    /// Every command and CLI script sent so far, in order (no output, no secrets: only
+    /// what mltctl itself wrote).
+    pub fn sent(&self) -> &[String] {
+        &self.sent
+    }
+
+    fn run(&mut self, command: Option<&str>, input: &str) -> io::Result<Output> {
+        let mut channel = self.session.channel_session().map_err(io::Error::from)?;
+        match command {
+            Some(command) => channel.exec(command),
+            None => channel.shell(),
+        }
+        .map_err(io::Error::from)?;
+        channel.write_all(input.as_bytes())?;
+        channel.send_eof().map_err(io::Error::from)?;
+        let mut stdout = String::new();
+        channel.read_to_string(&mut stdout)?;
+        let mut stderr = String::new();
+        channel.stderr().read_to_string(&mut stderr)?;
+        channel.wait_close().map_err(io::Error::from)?;
+        let status = channel.exit_status().map_err(io::Error::from)?;
+        Ok(Output {
+            stdout,
+            stderr,
+            status,
+        })
+    }
+}
+
+impl Transport for Session {
+    fn exec(&mut self, command: &str, input: &str) -> io::Result<Output> {
+        self.sent.push(if input.is_empty() {
+            command.to_string()
+        } else {
+            format!("{command} <<'EOF'\n{input}EOF")
+        });
+        self.run(Some(command), input)
+    }
+
+    fn cli(&mut self, script: &str) -> io::Result<Output> {
+        self.sent.push(script.trim_end().to_string());
+        self.run(None, script)
+    }
+}
+
+fn millis(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+fn connect(
+    address: &str,
+    port: u16,
+    timeout: Duration,
+    endpoint: &str,
+) -> Result<TcpStream, SshError> {
+    let addresses: Vec<_> = (address, port)
+        .to_socket_addrs()
+        .map_err(|source| SshError::Resolve {
+            endpoint: endpoint.to_string(),
+            source,
+        })?
+        .collect();
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+    for addr in addresses {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) => last = e,
+        }
+    }
+    Err(SshError::Connect {
+        endpoint: endpoint.to_string(),
+        source: last,
+    })
+}
+
+fn check_host_key(
+    session: &ssh2::Session,
+    mgmt: &Mgmt,
+    options: &SshOptions,
+    endpoint: &str,
+) -> Result<(), SshError> {
+    let path = &options.known_hosts;
+    let known_hosts_error = |message: String| SshError::KnownHosts {
+        path: path.clone(),
+        message,
+    };
+    let (key, key_type) = session
+        .host_key()
+        .ok_or_else(|| known_hosts_error("the device sent no host key".into()))?;
+    let mut known = session
+        .known_hosts()
+        .map_err(|e| known_hosts_error(e.to_string()))?;
+    if path.exists() {
+        known
+            .read_file(path, KnownHostFileKind::OpenSSH)
+            .map_err(|e| known_hosts_error(e.to_string()))?;
+    }
+    match known.check_port(&mgmt.address, mgmt.port, key) {
+        CheckResult::Match => Ok(()),
+        CheckResult::Mismatch => Err(SshError::HostKeyChanged {
+            endpoint: endpoint.to_string(),
+            known_hosts: path.clone(),
+        }),
+        CheckResult::NotFound if options.accept_new_host_keys => {
+            let name = if mgmt.port == 22 {
+                mgmt.address.clone()
+            } else {
+                format!("[{}]:{}", mgmt.address, mgmt.port)
+            };
+            known
+                .add(&name, key, "recorded by mltctl", key_type.into())
+                .map_err(|e| known_hosts_error(e.to_string()))?;
+            let entry = known
+                .hosts()
+                .map_err(|e| known_hosts_error(e.to_string()))?
+                .into_iter()
+                .rfind(|h| h.name() == Some(name.as_str()))
+                .ok_or_else(|| known_hosts_error("the new key was not recorded".into()))?;
+            let line = known
+                .write_string(&entry, KnownHostFileKind::OpenSSH)
+                .map_err(|e| known_hosts_error(e.to_string()))?;
+            append_line(path, &line, &options.known_hosts_lock)
+                .map_err(|e| known_hosts_error(e.to_string()))
+        }
+        CheckResult::NotFound => Err(SshError::UnknownHostKey {
+            endpoint: endpoint.to_string(),
+            known_hosts: path.clone(),
+        }),
+        CheckResult::Failure => Err(known_hosts_error(
+            "the host key could not be checked".into(),
+        )),
+    }
+}
+
+fn append_line(path: &Path, line: &str, lock: &Mutex<()>) -> io::Result<()> {
+    let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+    writeln!(file, "{}", line.trim_end())
+}
+
+fn authenticate(session: &ssh2::Session, mgmt: &Mgmt, endpoint: &str) -> Result<(), SshError> {
+    let failed = |reason: String| SshError::Auth {
+        user: mgmt.user.clone(),
+        endpoint: endpoint.to_string(),
+        reason,
+    };
+    match &mgmt.key {
+        KeyRef::File {
+            path,
+            passphrase_env,
+        } => {
+            let path = expand_home(path);
+            if !path.is_file() {
+                return Err(failed(format!("no key file {}", path.display())));
+            }
+            let passphrase = match passphrase_env {
+                Some(var) => Some(
+                    std::env::var(var)
+                        .map_err(|_| failed(format!("the passphrase variable {var} is not set")))?,
+                ),
+                None => None,
+            };
+            session
+                .userauth_pubkey_file(&mgmt.user, None, &path, passphrase.as_deref())
+                .map_err(|e| {
+                    failed(format!(
+                        "key {} was refused ({})",
+                        path.display(),
+                        e.message()
+                    ))
+                })
+        }
+        KeyRef::Env { var } => {
+            let key = std::env::var(var)
+                .map_err(|_| failed(format!("the key variable {var} is not set")))?;
+            session
+                .userauth_pubkey_memory(&mgmt.user, None, &key, None)
+                .map_err(|e| failed(format!("the key in {var} was refused ({})", e.message())))
+        }
+        KeyRef::Agent => {
+            let mut agent = session
+                .agent()
+                .map_err(|e| failed(format!("no ssh-agent ({})", e.message())))?;
+            agent
+                .connect()
+                .and_then(|()| agent.list_identities())
+                .map_err(|e| failed(format!("cannot reach the ssh-agent ({})", e.message())))?;
+            let identities = agent
+                .identities()
+                .map_err(|e| failed(format!("cannot list agent keys ({})", e.message())))?;
+            if identities
+                .iter()
+                .any(|id| agent.userauth(&mgmt.user, id).is_ok())
+            {
+                Ok(())
+            } else {
+                Err(failed(format!(
+                    "none of the {} key(s) in the ssh-agent was accepted",
+                    identities.len()
+                )))
+            }
+        }
+    }
+}
+
+/// `~/x` as `$HOME/x`.
+pub fn expand_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_is_expanded_only_at_the_start() {
+        let home = std::env::var("HOME").unwrap();
+        assert_eq!(
+            expand_home(Path::new("~/.ssh/id")),
+            Path::new(&home).join(".ssh/id")
+        );
+        assert_eq!(expand_home(Path::new("/a/~/b")), Path::new("/a/~/b"));
+    }
+}

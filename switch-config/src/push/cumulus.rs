@@ -1,0 +1,53 @@
+//! NVIDIA Cumulus Linux (NVUE): `nv set`/`nv unset` build a pending revision,
+//! `nv config diff` shows it, `nv config apply --confirm` applies it and reverts unless
+//! `--confirm-yes` follows in time; `--confirm-no` reverts at once, `nv config detach`
+//! drops a pending revision, `nv config save` keeps the applied one for the next boot.
+
+use std::time::Duration;
+
+use super::{Device, PushError, Transport, run};
+
+pub struct Cumulus;
+
+impl Device for Cumulus {
+    fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+        run(t, "nv config show -r applied -o commands", "")
+    }
+
+    fn load_candidate(
+        &mut self,
+        t: &mut dyn Transport,
+        commands: &str,
+        _running: &str,
+    ) -> Result<(), PushError> {
+        // One shell reads the commands and stops at the first that fails.
+        let script = format!("nv config detach\n{commands}");
+        run(t, "sh -es", &script).map(drop)
+    }
+
+    fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+        run(t, "nv config diff -o commands", "")
+    }
+
+    fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError> {
+        let command = format!("nv config apply --confirm {}s -y", revert_in.as_secs());
+        run(t, &command, "").map(drop)
+    }
+
+    fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+        // Releases before 5.9 do not save on apply.
+        run(t, "nv config apply --confirm-yes && nv config save", "").map(drop)
+    }
+
+    fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+        run(t, "nv config detach", "").map(drop)
+    }
+
+    fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+        run(t, "nv config apply --confirm-no", "").map(drop)
+    }
+
+    fn reverts_by_itself(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,252 @@
+//! Pushing a change to a switch, the way NAPALM drivers do: one small driver per vendor
+//! behind one interface (get running, load candidate, compare, commit with a revert
+//! timer, confirm, discard, rollback).
+//!
+//! Drivers never open connections. Each step runs over a [`Transport`] the caller
+//! passes in (mltctl gives them an SSH session), so a driver survives a reconnect: the
+//! rollback of a commit can go over a fresh session. Drivers decide nothing about
+//! *what* to change; they carry the commands (SONiC: the JSON patch) that
+//! [`crate::diff`] produced.
+
+mod cumulus;
+mod eos;
+mod onyx;
+mod sonic;
+
+use std::io;
+use std::time::Duration;
+
+use crate::{SwitchIntent, Vendor};
+
+/// What a command printed, and how it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Output {
+    pub stdout: String,
+    pub stderr: String,
+    /// The exit status; CLI sessions (EOS, Onyx) end with 0 even when a line failed.
+    pub status: i32,
+}
+
+/// How a driver reaches its switch.
+pub trait Transport {
+    /// Runs one command (an SSH exec request) with `input` on its standard input.
+    fn exec(&mut self, command: &str, input: &str) -> io::Result<Output>;
+
+    /// Feeds `script` line by line to the switch's command line (an SSH shell session
+    /// without a terminal), and returns what it printed once the script ended.
+    fn cli(&mut self, script: &str) -> io::Result<Output>;
+}
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    /// The connection failed: the step may or may not have taken effect.
+    #[error("connection lost: {0}")]
+    Transport(#[from] io::Error),
+    /// The switch refused a command.
+    #[error("the switch rejected `{command}`: {message}")]
+    Rejected { command: String, message: String },
+    /// The switch accepted the candidate but reports nothing to change.
+    #[error("the switch reports no difference for the loaded change")]
+    Ignored,
+    /// The saved copy could not be turned back into commands.
+    #[error(transparent)]
+    Config(#[from] crate::Error),
+}
+
+/// One vendor's way through the steps of a change.
+pub trait Device {
+    /// The running configuration, in the form [`crate::diff`] reads.
+    fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError>;
+
+    /// Stages `commands` without activating them, where the OS can; `running` is the
+    /// configuration they were computed against (the saved copy for an emulated
+    /// rollback).
+    fn load_candidate(
+        &mut self,
+        t: &mut dyn Transport,
+        commands: &str,
+        running: &str,
+    ) -> Result<(), PushError>;
+
+    /// The switch's own account of the staged change; empty if it sees none.
+    fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError>;
+
+    /// Activates the staged change; unless confirmed within `revert_in`, the switch
+    /// goes back by itself where the OS has a revert timer.
+    fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError>;
+
+    /// Keeps the committed change (and saves it for the next boot).
+    fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError>;
+
+    /// Drops a staged change that was not committed.
+    fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError>;
+
+    /// Undoes a commit that is not confirmed yet.
+    fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError>;
+
+    /// Whether an unconfirmed commit is undone by the switch itself when the revert
+    /// timer runs out (false: only [`Device::rollback`] undoes it).
+    fn reverts_by_itself(&self) -> bool;
+}
+
+/// The driver for `intent`'s switch. `change_id` names the session, checkpoint or
+/// timer the change uses on the switch (letters, digits, `-` and `_`).
+pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn Device + 'a> {
+    match intent.vendor {
+        Vendor::Eos => Box::new(eos::Eos::new(change_id)),
+        Vendor::Onyx => Box::new(onyx::Onyx::new(intent)),
+        Vendor::Cumulus => Box::new(cumulus::Cumulus),
+        Vendor::Sonic => Box::new(sonic::Sonic::new(change_id)),
+    }
+}
+
+/// Runs `command` and fails on a non-zero exit status.
+fn run(t: &mut dyn Transport, command: &str, input: &str) -> Result<String, PushError> {
+    let out = t.exec(command, input)?;
+    if out.status == 0 {
+        Ok(out.stdout)
+    } else {
+        let message = [&out.stderr, &out.stdout]
+            .into_iter()
+            .find_map(|text| gist(text))
+            .unwrap_or_else(|| "no message".into());
+        Err(PushError::Rejected {
+            command: command.to_string(),
+            message: format!("exit status {}: {message}", out.status),
+        })
+    }
+}
+
+/// The part of a command's output that says what went wrong, on one line: the lines
+/// that mention an error, else the last line.
+fn gist(text: &str) -> Option<String> {
+    const MAX: usize = 400;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.to_ascii_lowercase().contains("error"))
+        .collect();
+    let mut gist = if errors.is_empty() {
+        lines.last()?.to_string()
+    } else {
+        errors.join("; ")
+    };
+    if gist.len() > MAX {
+        let cut = (0..=MAX)
+            .rev()
+            .find(|&i| gist.is_char_boundary(i))
+            .unwrap_or(0);
+        gist.truncate(cut);
+        gist.push('…');
+    }
+    Some(gist)
+}
+
+/// Runs a CLI script and fails if the switch printed an error: on EOS and Onyx every
+/// error line starts with `%`.
+fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, PushError> {
+    let out = t.cli(script)?;
+    let errors: Vec<&str> = out
+        .stdout
+        .lines()
+        .chain(out.stderr.lines())
+        .map(str::trim)
+        .filter(|l| l.starts_with('%'))
+        .collect();
+    if errors.is_empty() && out.status == 0 {
+        Ok(out.stdout)
+    } else {
+        let first = script.lines().next().unwrap_or_default();
+        Err(PushError::Rejected {
+            command: format!("{first} …"),
+            message: if errors.is_empty() {
+                format!("exit status {}", out.status)
+            } else {
+                errors.join("; ")
+            },
+        })
+    }
+}
+
+/// `hh:mm:ss`, as EOS writes timers.
+fn clock(duration: Duration) -> String {
+    let s = duration.as_secs();
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records what a driver sends; answers every command with `reply`.
+    #[derive(Default)]
+    pub(super) struct Recorder {
+        pub sent: Vec<String>,
+        pub reply: Output,
+    }
+
+    impl Transport for Recorder {
+        fn exec(&mut self, command: &str, input: &str) -> io::Result<Output> {
+            self.sent.push(format!("exec {command}\n{input}"));
+            Ok(self.reply.clone())
+        }
+
+        fn cli(&mut self, script: &str) -> io::Result<Output> {
+            self.sent.push(format!("cli\n{script}"));
+            Ok(self.reply.clone())
+        }
+    }
+
+    #[test]
+    fn timers_are_written_as_a_clock() {
+        assert_eq!(clock(Duration::from_secs(5)), "00:00:05");
+        assert_eq!(clock(Duration::from_secs(3723)), "01:02:03");
+    }
+
+    #[test]
+    fn a_cli_error_line_fails_the_step() {
+        let mut t = Recorder {
+            reply: Output {
+                stdout: "ok\n% Invalid input (at token 1: 'bogus')\n".into(),
+                ..Output::default()
+            },
+            ..Recorder::default()
+        };
+        let err = run_cli(&mut t, "configure\nbogus line\n").unwrap_err();
+        assert!(err.to_string().contains("Invalid input"), "{err}");
+        t.reply.stdout = "fine\n".into();
+        assert_eq!(run_cli(&mut t, "configure\n").unwrap(), "fine\n");
+    }
+
+    #[test]
+    fn a_failing_command_reports_its_status_and_message() {
+        let mut t = Recorder {
+            reply: Output {
+                stderr: "Error: no such checkpoint\n".into(),
+                status: 2,
+                ..Output::default()
+            },
+            ..Recorder::default()
+        };
+        let err = run(&mut t, "config rollback x", "").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the switch rejected `config rollback x`: exit status 2: Error: no such checkpoint"
+        );
+    }
+
+    #[test]
+    fn the_gist_of_a_long_report_is_its_error_lines() {
+        let report = "Patch Applier: applying\n  op 1\n  op 2\nError: op 2 failed\n";
+        assert_eq!(gist(report).unwrap(), "Error: op 2 failed");
+        assert_eq!(gist("first\nlast\n").unwrap(), "last");
+        assert_eq!(gist("  \n"), None);
+        assert!(gist(&"error ".repeat(200)).unwrap().ends_with('…'));
+    }
+}

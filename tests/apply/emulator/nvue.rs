@@ -1,0 +1,331 @@
+//! NVIDIA Cumulus Linux NVUE, as its manuals describe it.
+//!
+//! - The configuration is a tree of attributes; `nv config show -o commands` prints it
+//!   as one `nv set` per leaf. Lists and ranges in keys (`dscp 0-7,9`, `swp1-2`,
+//!   `traffic-class 1,2`) set every member.
+//! - `nv set`/`nv unset` change a pending revision (made from the applied one on first
+//!   use); `nv config diff` compares pending with applied; `nv config detach` drops the
+//!   pending revision.
+//! - `nv config apply [-y]` makes pending the applied revision. With `--confirm TIME`
+//!   it reverts when TIME runs out (`Ns`, `Nm`, `Nh`, bare minutes) unless
+//!   `--confirm-yes` comes first; `--confirm-no` reverts at once.
+//! - `nv config save` writes the startup configuration.
+
+use std::collections::BTreeMap;
+
+use super::{Device, Reply, duration_seconds, numbers};
+
+const APPLIED: &str = "applied";
+const PENDING: &str = "pending";
+const PREVIOUS: &str = "confirm-previous";
+const TIMER: &str = "nv-confirm";
+
+/// Path words whose next word is a member of a list, not a value.
+const LISTS: &[&str] = &["via", "address", "vlan", "neighbor"];
+/// Path words whose next word may be a list or range of keys.
+const RANGED: &[&str] = &["dscp", "traffic-class", "switch-priority", "interface"];
+
+/// Leaves of one revision: sort key → words.
+type Revision = BTreeMap<Vec<(u64, String)>, Vec<String>>;
+
+pub fn install(device: &Device, initial: &str) {
+    let mut revision = Revision::new();
+    for line in initial.lines() {
+        if let Some(rest) = line.strip_prefix("nv set ") {
+            let path: Vec<String> = rest.split_whitespace().map(String::from).collect();
+            set(&mut revision, &path).expect("the initial configuration is valid NVUE");
+        }
+    }
+    device.write(APPLIED, &render(&revision));
+    device.write("startup", &render(&revision));
+}
+
+pub fn running(device: &Device) -> String {
+    device.read(APPLIED).unwrap_or_default()
+}
+
+pub fn nv(device: &Device, args: &[&str]) -> Reply {
+    let faults = device.faults();
+    let line = args.join(" ");
+    let applied = load(&running(device));
+    match args {
+        ["set" | "unset", path @ ..] => {
+            if faults.rejects(&line) {
+                return Reply::fail(1, format!("Error: Invalid config: {line}\n"));
+            }
+            if faults.ignores(&line) {
+                return Reply::default();
+            }
+            let mut pending = device.read(PENDING).map(|t| load(&t)).unwrap_or(applied);
+            let path: Vec<String> = path.iter().map(|w| w.to_string()).collect();
+            let result = if args[0] == "set" {
+                set(&mut pending, &path)
+            } else {
+                unset(&mut pending, &path)
+            };
+            match result {
+                Ok(()) => {
+                    device.write(PENDING, &render(&pending));
+                    Reply::default()
+                }
+                Err(message) => Reply::fail(1, format!("Error: {message}\n")),
+            }
+        }
+        ["config", "show", "-r", "applied", "-o", "commands"] => Reply::out(render(&applied)),
+        ["config", "diff", ..] => match device.read(PENDING) {
+            Some(pending) => Reply::out(diff(&applied, &load(&pending))),
+            None => Reply::default(),
+        },
+        ["config", "detach"] => {
+            device.remove(PENDING);
+            Reply::default()
+        }
+        ["config", "save"] => {
+            device.write("startup", &render(&applied));
+            Reply::out("saved\n")
+        }
+        ["config", "apply", "--confirm-yes"] => {
+            if device.cancel_timer(TIMER) && device.remove(PREVIOUS) {
+                Reply::out("Confirmed\n")
+            } else {
+                Reply::fail(
+                    1,
+                    "Error: no applied configuration is waiting to be confirmed\n",
+                )
+            }
+        }
+        ["config", "apply", "--confirm-no"] => match device.read(PREVIOUS) {
+            Some(previous) => {
+                device.cancel_timer(TIMER);
+                device.write(APPLIED, &previous);
+                device.remove(PREVIOUS);
+                Reply::out("Rolled back\n")
+            }
+            None => Reply::fail(
+                1,
+                "Error: no applied configuration is waiting to be confirmed\n",
+            ),
+        },
+        ["config", "apply", options @ ..] => apply(device, options, faults.drop_after_commit),
+        _ => Reply::fail(2, format!("Error: unknown command: nv {line}\n")),
+    }
+}
+
+fn apply(device: &Device, options: &[&str], drop_after: bool) -> Reply {
+    let mut confirm = None;
+    let mut rest = options;
+    while let Some((word, tail)) = rest.split_first() {
+        rest = match (*word, tail) {
+            ("-y" | "--y" | "--assume-yes", tail) => tail,
+            ("--confirm", [time, tail @ ..]) => match duration_seconds(time) {
+                Some(seconds) => {
+                    confirm = Some(seconds);
+                    tail
+                }
+                None => return Reply::fail(2, format!("Error: bad time {time}\n")),
+            },
+            _ => return Reply::fail(2, format!("Error: unknown option {word}\n")),
+        };
+    }
+    if device.read(PREVIOUS).is_some() {
+        return Reply::fail(
+            1,
+            "Error: an applied configuration is waiting to be confirmed\n",
+        );
+    }
+    let Some(pending) = device.read(PENDING) else {
+        return Reply::out("Warning: no pending changes to apply\n");
+    };
+    let previous = running(device);
+    device.write(APPLIED, &pending);
+    device.remove(PENDING);
+    if let Some(seconds) = confirm {
+        device.write(PREVIOUS, &previous);
+        device.arm_timer(TIMER, seconds, &["timer-expired", TIMER]);
+    }
+    Reply {
+        stdout: "applied\n".into(),
+        drop_connection: drop_after && confirm.is_some(),
+        ..Reply::default()
+    }
+}
+
+/// The confirm time ran out: back to the revision applied before.
+pub fn timer_expired(device: &Device) -> Reply {
+    if let Some(previous) = device.read(PREVIOUS) {
+        device.write(APPLIED, &previous);
+        device.remove(PREVIOUS);
+    }
+    Reply::default()
+}
+
+fn load(text: &str) -> Revision {
+    let mut revision = Revision::new();
+    for line in text.lines() {
+        let words: Vec<String> = line.split_whitespace().skip(2).map(String::from).collect();
+        if !words.is_empty() {
+            revision.insert(sort_key(&words), words);
+        }
+    }
+    revision
+}
+
+fn render(revision: &Revision) -> String {
+    revision
+        .values()
+        .map(|words| format!("nv set {}\n", words.join(" ")))
+        .collect()
+}
+
+fn diff(applied: &Revision, pending: &Revision) -> String {
+    let mut out = String::new();
+    for (key, words) in applied {
+        if !pending.contains_key(key) {
+            out.push_str(&format!("nv unset {}\n", words.join(" ")));
+        }
+    }
+    for (key, words) in pending {
+        if !applied.contains_key(key) {
+            out.push_str(&format!("nv set {}\n", words.join(" ")));
+        }
+    }
+    out
+}
+
+/// Numbers sort by value, so `dscp 9` comes before `dscp 10`.
+fn sort_key(words: &[String]) -> Vec<(u64, String)> {
+    words
+        .iter()
+        .map(|w| match w.parse::<u64>() {
+            Ok(n) => (n, String::new()),
+            Err(_) => (u64::MAX, w.clone()),
+        })
+        .collect()
+}
+
+fn set(revision: &mut Revision, path: &[String]) -> Result<(), String> {
+    for leaf in expand(path)? {
+        check(&leaf)?;
+        let n = leaf.len();
+        if n >= 2 && !LISTS.contains(&leaf[n - 2].as_str()) {
+            // An attribute: the new value replaces the old one.
+            revision.retain(|_, w| !(w.len() == n && w[..n - 1] == leaf[..n - 1]));
+        }
+        revision.insert(sort_key(&leaf), leaf);
+    }
+    Ok(())
+}
+
+fn unset(revision: &mut Revision, path: &[String]) -> Result<(), String> {
+    for prefix in expand(path)? {
+        revision.retain(|_, w| !(w.len() >= prefix.len() && w[..prefix.len()] == prefix[..]));
+    }
+    Ok(())
+}
+
+/// Every path a path with lists or ranges in its keys stands for.
+fn expand(path: &[String]) -> Result<Vec<Vec<String>>, String> {
+    let mut paths = vec![Vec::new()];
+    for (i, word) in path.iter().enumerate() {
+        let is_key = i > 0 && i + 1 < path.len() && RANGED.contains(&path[i - 1].as_str());
+        let members = if is_key {
+            members(word)?
+        } else {
+            vec![word.clone()]
+        };
+        paths = paths
+            .into_iter()
+            .flat_map(|p| {
+                members.iter().map(move |m| {
+                    let mut p = p.clone();
+                    p.push(m.clone());
+                    p
+                })
+            })
+            .collect();
+    }
+    Ok(paths)
+}
+
+/// `0-7,9` → 0…7, 9; `swp1-2` → swp1, swp2; anything else stands for itself.
+fn members(word: &str) -> Result<Vec<String>, String> {
+    let digits = word
+        .find(|c: char| c.is_ascii_digit())
+        .unwrap_or(word.len());
+    let (stem, list) = word.split_at(digits);
+    if list.is_empty()
+        || !list
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '-')
+    {
+        return Ok(vec![word.to_string()]);
+    }
+    let values = numbers(list).ok_or_else(|| format!("bad list {word}"))?;
+    Ok(values.into_iter().map(|v| format!("{stem}{v}")).collect())
+}
+
+/// The value checks NVUE's schema makes for what mltctl sets.
+fn check(leaf: &[String]) -> Result<(), String> {
+    let w: Vec<&str> = leaf.iter().map(String::as_str).collect();
+    let number = |text: &str, max: u64| text.parse::<u64>().ok().filter(|n| *n <= max).is_some();
+    let ok = match w.as_slice() {
+        ["qos", "mapping", _, "trust", t] => ["l2", "l3", "both", "port"].contains(t),
+        ["qos", "mapping", _, "dscp", d, "switch-priority", p] => number(d, 63) && number(p, 7),
+        [
+            "qos",
+            "egress-queue-mapping",
+            _,
+            "switch-priority",
+            p,
+            "traffic-class",
+            t,
+        ] => number(p, 7) && number(t, 7),
+        [
+            "qos",
+            "egress-scheduler",
+            _,
+            "traffic-class",
+            t,
+            attribute,
+            value,
+        ] => {
+            number(t, 7)
+                && match *attribute {
+                    "mode" => ["strict", "dwrr"].contains(value),
+                    "bw-percent" => number(value, 100),
+                    _ => false,
+                }
+        }
+        [
+            "qos",
+            "congestion-control",
+            _,
+            "traffic-class",
+            t,
+            attribute,
+            value,
+        ] => {
+            number(t, 7)
+                && match *attribute {
+                    "min-threshold"
+                    | "max-threshold"
+                    | "min-threshold-bytes"
+                    | "max-threshold-bytes" => number(value, 1 << 31),
+                    "probability" => number(value, 100),
+                    "ecn" | "red" => ["enable", "disable"].contains(value),
+                    _ => false,
+                }
+        }
+        ["vrf", _, "router", "static", prefix, "via", hop] => {
+            prefix.parse::<ipnet::Ipv4Net>().is_ok()
+                && (*hop == "blackhole" || hop.parse::<std::net::Ipv4Addr>().is_ok())
+        }
+        ["qos", ..] => false,
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("Invalid config: {}", leaf.join(" ")))
+    }
+}

@@ -1,0 +1,305 @@
+//! NVIDIA Onyx (MLNX-OS), as its manuals describe it.
+//!
+//! - Configuration is one line per command; `show running-config` prints what is set,
+//!   port by port (a command given for a port range applies to each port), leaving
+//!   out settings at their defaults (trust L2, DSCP D in priority D/8, priority P in
+//!   class P).
+//! - `enable`, then `configure terminal`; each command takes effect at once — there is
+//!   no candidate and no commit timer. `configuration write` saves.
+//! - QoS per port: `qos trust L2|L3|both`, `qos map dscp D… to switch-priority P`
+//!   (one priority per DSCP), `traffic-class T bind switch-priority P` (one class per
+//!   priority), `traffic-class T dcb ets strict|wrr W`, `traffic-class T
+//!   congestion-control ecn|red|both minimum-absolute KB maximum-absolute KB`, and
+//!   `no traffic-class T congestion-control`; `no traffic-class T dcb ets` returns to
+//!   the default scheduling. Static routes: `ip route [vrf V] N /L NH`.
+//! - Unknown commands print `% Unrecognized command`.
+
+use std::collections::BTreeMap;
+
+use ipnet::Ipv4Net;
+
+use super::{Device, Reply, numbers};
+
+const RUNNING: &str = "running-config";
+
+/// A port, ordered by slot and number.
+type Port = (u32, u32);
+
+/// One configuration line, ordered as the running-config prints it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    /// A line mltctl does not own, by its position in the original configuration.
+    Other(usize),
+    Trust(Port),
+    Dscp(Port, u32),
+    Bind(Port, u32),
+    Ets(Port, u32),
+    Congestion(Port, u32),
+    Route(String, Ipv4Net, String),
+}
+
+struct Config {
+    lines: BTreeMap<Key, String>,
+}
+
+pub fn install(device: &Device, initial: &str) {
+    let mut config = Config {
+        lines: BTreeMap::new(),
+    };
+    for (index, raw) in initial.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if config.apply(line).is_err() {
+            config.lines.insert(Key::Other(index), line.to_string());
+        }
+    }
+    device.write(RUNNING, &config.render());
+    device.write("startup-config", &config.render());
+}
+
+pub fn running(device: &Device) -> String {
+    device.read(RUNNING).unwrap_or_default()
+}
+
+pub fn cli(device: &Device, script: &str) -> Reply {
+    let faults = device.faults();
+    let mut reply = Reply::default();
+    let mut config = Config::parse(&running(device));
+    let mut configuring = false;
+    let mut changed = false;
+    for raw in script.lines() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let result = match (configuring, line) {
+            (_, "enable") => Ok(String::new()),
+            (_, "show running-config") => Ok(config.render()),
+            (false, "configure terminal") => {
+                configuring = true;
+                Ok(String::new())
+            }
+            (true, "exit") => {
+                configuring = false;
+                Ok(String::new())
+            }
+            (true, "configuration write") => {
+                device.write("startup-config", &config.render());
+                Ok(String::new())
+            }
+            (true, _) if faults.rejects(line) => Err(format!("Unrecognized command \"{line}\"")),
+            (true, _) if faults.ignores(line) => Ok(String::new()),
+            (true, _) => {
+                let applied = config.apply(line);
+                changed = true;
+                // Each accepted command is part of the running configuration at once.
+                device.write(RUNNING, &config.render());
+                applied.map(|()| String::new())
+            }
+            (false, _) => Err(format!("Unrecognized command \"{line}\"")),
+        };
+        match result {
+            Ok(text) => reply.stdout.push_str(&text),
+            Err(message) => reply.stdout.push_str(&format!("% {message}\n")),
+        }
+    }
+    // Onyx has no commit: configuring is committing.
+    reply.drop_connection = changed && faults.drop_after_commit;
+    reply
+}
+
+impl Config {
+    /// Reads back a rendered running-config (every line is in canonical form).
+    fn parse(text: &str) -> Config {
+        let mut config = Config {
+            lines: BTreeMap::new(),
+        };
+        let mut others = 0;
+        for raw in text.lines() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if config.apply(line).is_err() {
+                config.lines.insert(Key::Other(others), line.to_string());
+            }
+            others += 1;
+        }
+        config
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::from("##\n## Running database \"initial\"\n##\n\n");
+        for line in self.lines.values() {
+            out.push_str(&format!("   {line}\n"));
+        }
+        out
+    }
+
+    fn apply(&mut self, line: &str) -> Result<(), String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let invalid = || format!("Unrecognized command \"{line}\"");
+        match words.as_slice() {
+            ["interface", "ethernet", ports, rest @ ..] => {
+                let ports = port_range(ports).ok_or_else(invalid)?;
+                for port in ports {
+                    self.apply_port(port, rest).ok_or_else(invalid)?;
+                }
+                Ok(())
+            }
+            ["ip", "route", rest @ ..] => {
+                let (vrf, prefix, hop) = route(rest).ok_or_else(invalid)?;
+                let text = match vrf.as_str() {
+                    "default" => format!(
+                        "ip route {} /{} {hop}",
+                        prefix.network(),
+                        prefix.prefix_len()
+                    ),
+                    other => format!(
+                        "ip route vrf {other} {} /{} {hop}",
+                        prefix.network(),
+                        prefix.prefix_len()
+                    ),
+                };
+                self.lines.insert(Key::Route(vrf, prefix, hop), text);
+                Ok(())
+            }
+            ["no", "ip", "route", rest @ ..] => {
+                let (vrf, prefix, hop) = route(rest).ok_or_else(invalid)?;
+                self.lines.remove(&Key::Route(vrf, prefix, hop));
+                Ok(())
+            }
+            _ => Err(invalid()),
+        }
+    }
+
+    /// Sets a line, or removes it when the setting is back at its default.
+    fn set(&mut self, key: Key, line: String, default: bool) {
+        if default {
+            self.lines.remove(&key);
+        } else {
+            self.lines.insert(key, line);
+        }
+    }
+
+    fn apply_port(&mut self, port: Port, words: &[&str]) -> Option<()> {
+        let name = format!("interface ethernet {}/{}", port.0, port.1);
+        match words {
+            ["qos", "trust", trust @ ("L2" | "L3" | "both" | "port")] => {
+                let line = format!("{name} qos trust {trust}");
+                self.set(Key::Trust(port), line, *trust == "L2");
+            }
+            [
+                "qos",
+                "map",
+                "dscp",
+                dscps,
+                "to",
+                "switch-priority",
+                priority,
+            ] => {
+                let priority: u32 = priority.parse().ok().filter(|p| *p < 8)?;
+                for d in numbers(dscps)? {
+                    if d > 63 {
+                        return None;
+                    }
+                    let line = format!("{name} qos map dscp {d} to switch-priority {priority}");
+                    self.set(Key::Dscp(port, d), line, priority == d / 8);
+                }
+            }
+            [
+                "traffic-class",
+                class,
+                "bind",
+                "switch-priority",
+                priorities,
+            ] => {
+                let class: u32 = class.parse().ok().filter(|c| *c < 8)?;
+                for p in numbers(priorities)? {
+                    if p > 7 {
+                        return None;
+                    }
+                    let line = format!("{name} traffic-class {class} bind switch-priority {p}");
+                    self.set(Key::Bind(port, p), line, class == p);
+                }
+            }
+            ["traffic-class", class, "dcb", "ets", rest @ ..] => {
+                let class: u32 = class.parse().ok().filter(|c| *c < 8)?;
+                let ets = match rest {
+                    ["strict"] => "strict".to_string(),
+                    ["wrr", weight] => format!("wrr {}", weight.parse::<u32>().ok()?),
+                    _ => return None,
+                };
+                self.lines.insert(
+                    Key::Ets(port, class),
+                    format!("{name} traffic-class {class} dcb ets {ets}"),
+                );
+            }
+            [
+                "traffic-class",
+                class,
+                "congestion-control",
+                kind @ ("ecn" | "red" | "both"),
+                "minimum-absolute",
+                min,
+                "maximum-absolute",
+                max,
+            ] => {
+                let class: u32 = class.parse().ok().filter(|c| *c < 8)?;
+                let (min, max): (u64, u64) = (min.parse().ok()?, max.parse().ok()?);
+                if min == 0 || min > max {
+                    return None;
+                }
+                self.lines.insert(
+                    Key::Congestion(port, class),
+                    format!(
+                        "{name} traffic-class {class} congestion-control {kind} minimum-absolute {min} maximum-absolute {max}"
+                    ),
+                );
+            }
+            ["no", "traffic-class", class, "dcb", "ets"] => {
+                let class: u32 = class.parse().ok()?;
+                self.lines.remove(&Key::Ets(port, class));
+            }
+            ["no", "traffic-class", class, "congestion-control"] => {
+                let class: u32 = class.parse().ok()?;
+                self.lines.remove(&Key::Congestion(port, class));
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+}
+
+/// `1/1`, `1/1-1/4`.
+fn port_range(text: &str) -> Option<Vec<Port>> {
+    let one = |p: &str| -> Option<Port> {
+        let (slot, port) = p.split_once('/')?;
+        Some((slot.parse().ok()?, port.parse().ok()?))
+    };
+    match text.split_once('-') {
+        Some((a, b)) => {
+            let (a, b) = (one(a)?, one(b)?);
+            (a.0 == b.0 && a.1 <= b.1).then(|| (a.1..=b.1).map(|p| (a.0, p)).collect())
+        }
+        None => Some(vec![one(text)?]),
+    }
+}
+
+/// `[vrf V] N /L NH` or `[vrf V] N/L NH`.
+fn route(words: &[&str]) -> Option<(String, Ipv4Net, String)> {
+    let (vrf, words) = match words {
+        ["vrf", vrf, tail @ ..] => (vrf.to_string(), tail),
+        tail => ("default".to_string(), tail),
+    };
+    let (prefix, hop) = match words {
+        [network, len, hop] if len.starts_with('/') => (format!("{network}{len}"), hop),
+        [prefix, hop] => (prefix.to_string(), hop),
+        _ => return None,
+    };
+    let prefix: Ipv4Net = prefix.parse().ok()?;
+    let hop_ok = *hop == "null0" || hop.parse::<std::net::Ipv4Addr>().is_ok();
+    hop_ok.then(|| (vrf, prefix.trunc(), hop.to_string()))
+}

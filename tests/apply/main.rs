@@ -1,0 +1,600 @@
+//! `mltctl apply` against real OpenSSH servers, each in front of an emulated switch
+//! (see `emulator/`). This binary is both the test runner and, started under the
+//! emulated switches' command names, the switches themselves.
+
+mod emulator;
+mod fabric;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use fabric::{Fabric, base_config, empty_config};
+use libtest_mimic::{Arguments, Trial};
+use mltctl::plan::Plan;
+use serde_json::Value;
+
+fn main() {
+    if let Some(status) = emulator::dispatch() {
+        std::process::exit(status);
+    }
+    let missing = fabric::sshd_missing();
+    if let Some(why) = &missing {
+        eprintln!("apply tests skipped: {why}");
+    }
+    let tests: Vec<(&str, fn())> = vec![
+        (
+            "a_full_apply_changes_every_switch_and_a_second_sends_nothing",
+            full_apply,
+        ),
+        (
+            "factory_empty_switches_get_the_whole_configuration",
+            empty_switches,
+        ),
+        (
+            "check_contacts_every_switch_and_changes_nothing",
+            check_changes_nothing,
+        ),
+        ("json_lines_report_every_switch_and_a_summary", json_lines),
+        ("limit_applies_to_the_selected_switches_only", limit),
+        (
+            "an_unreachable_switch_is_reported_and_the_others_change",
+            unreachable,
+        ),
+        ("a_wrong_key_is_refused_and_nothing_changes", wrong_key),
+        (
+            "an_unknown_host_key_is_refused_unless_accepted",
+            unknown_host_key,
+        ),
+        ("a_changed_host_key_is_refused", changed_host_key),
+        (
+            "a_rejected_command_rolls_back_that_switch_only",
+            rejected_command,
+        ),
+        (
+            "a_rejected_command_before_commit_activates_nothing",
+            rejected_before_commit,
+        ),
+        (
+            "a_connection_lost_after_commit_is_reverted_by_the_switch",
+            lost_after_commit,
+        ),
+        ("a_failed_verify_rolls_back", failed_verify),
+        ("no_secret_appears_in_any_output_or_the_journal", no_secrets),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test)| {
+            Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(missing.is_some())
+        })
+        .collect();
+    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+}
+
+// ------------------------------------------------------------------------- helpers
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", text(out));
+}
+
+fn plan(fabric: &Fabric) -> Plan {
+    Plan::build(&mltctl::inventory::load(&fabric.inventory).expect("valid inventory"))
+}
+
+/// The switch runs what the plan says (by mltctl's diff) and has saved it.
+fn assert_as_planned(fabric: &Fabric, plan: &Plan, name: &str) {
+    let intent = &plan
+        .switches
+        .iter()
+        .find(|s| s.intent.name == name)
+        .unwrap()
+        .intent;
+    let switch = fabric.switch(name);
+    let running = switch.device.running();
+    let diff = switch_config::diff(intent, Some(&running)).unwrap();
+    assert!(
+        diff.changes.is_empty(),
+        "{name} differs: {:#?}",
+        diff.changes
+    );
+    assert_eq!(switch.device.startup(), running, "{name}: not saved");
+    assert!(
+        switch.device.leftovers().is_empty(),
+        "{name}: {:?}",
+        switch.device.leftovers()
+    );
+}
+
+/// Each switch's line of a plain-text run: (status, rest).
+fn lines_by_switch(out: &Output) -> BTreeMap<String, (String, String)> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (status, rest) = match line.strip_prefix("would change ") {
+                Some(rest) => ("would", rest),
+                None => line.split_once(char::is_whitespace)?,
+            };
+            let rest = rest.trim_start();
+            let (name, _) = rest.split_once(' ')?;
+            ["ok", "changed", "failed", "unreachable", "would"]
+                .contains(&status)
+                .then(|| (name.to_string(), (status.to_string(), rest.to_string())))
+        })
+        .collect()
+}
+
+fn status_of(out: &Output, name: &str) -> (String, String) {
+    lines_by_switch(out)
+        .remove(name)
+        .unwrap_or_else(|| panic!("no line for {name}:\n{}", text(out)))
+}
+
+/// Waits until `check` holds, for at most `limit`.
+fn eventually(limit: Duration, check: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    check()
+}
+
+// --------------------------------------------------------------------------- tests
+
+fn full_apply() {
+    let fabric = Fabric::lab_base("full");
+    let plan = plan(&fabric);
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 0);
+    for switch in &fabric.switches {
+        let (status, _) = status_of(&out, &switch.name);
+        assert_eq!(status, "changed", "{}", text(&out));
+        assert_as_planned(&fabric, &plan, &switch.name);
+    }
+    assert!(
+        text(&out).contains("4 switch(es): 0 ok, 4 changed, 0 failed, 0 unreachable"),
+        "{}",
+        text(&out)
+    );
+
+    let before = fabric.states();
+    let again = fabric.apply(&[]);
+    assert_exit(&again, 0);
+    for switch in &fabric.switches {
+        assert_eq!(status_of(&again, &switch.name).0, "ok");
+    }
+    assert_eq!(fabric.states(), before, "a second apply changed a switch");
+    // The second run only read each switch: one command, the read.
+    let journal = fabric.journal();
+    assert_eq!(journal.len(), 8);
+    let reads: BTreeMap<&str, &str> = [
+        ("spine1", "sonic-cfggen -d --print-data"),
+        ("spine2", "show running-config"),
+        ("leaf1", "nv config show -r applied -o commands"),
+        ("leaf2", "enable\nshow running-config"),
+    ]
+    .into();
+    for entry in &journal[4..] {
+        let device = entry["device"].as_str().unwrap();
+        assert_eq!(entry["outcome"], "ok");
+        assert_eq!(entry["sent"], serde_json::json!([reads[device]]), "{entry}");
+        assert_eq!(entry["before_sha256"], entry["after_sha256"]);
+    }
+    for entry in &journal[..4] {
+        assert_eq!(entry["outcome"], "changed");
+        assert_ne!(entry["before_sha256"], entry["after_sha256"]);
+        assert!(entry["sent"].as_array().unwrap().len() > 3, "{entry}");
+    }
+}
+
+fn empty_switches() {
+    let lab = fabric::root().join("inventory/lab.yaml");
+    let vendor_of = |name: &str| match name {
+        "spine1" => "sonic",
+        "spine2" => "eos",
+        "leaf1" => "cumulus",
+        _ => "onyx",
+    };
+    let fabric = Fabric::new("empty", &lab, |name| empty_config(vendor_of(name)), None);
+    let plan = plan(&fabric);
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 0);
+    for switch in &fabric.switches {
+        assert_as_planned(&fabric, &plan, &switch.name);
+    }
+}
+
+fn check_changes_nothing() {
+    let fabric = Fabric::lab_base("check");
+    let before = fabric.states();
+    let out = fabric.apply(&["--check", "--diff", "--exit-code"]);
+    assert_exit(&out, 6);
+    assert_eq!(fabric.states(), before, "--check changed a switch");
+    for switch in &fabric.switches {
+        let (status, rest) = status_of(&out, &switch.name);
+        assert_eq!(status, "would", "{rest}");
+        assert!(rest.contains("change(s) would be made"), "{rest}");
+    }
+    let all = text(&out);
+    // --diff shows the changes and the commands.
+    assert!(all.contains("+ WRED_PROFILE|MLT_Q1: present"), "{all}");
+    assert!(all.contains("qos profile MLT"), "{all}");
+    assert!(
+        all.contains("nv set qos mapping default-global trust l3"),
+        "{all}"
+    );
+    assert!(
+        all.contains("interface ethernet 1/1-1/2 qos trust L3"),
+        "{all}"
+    );
+    assert!(fabric.journal().iter().all(|e| e["check"] == true));
+}
+
+fn json_lines() {
+    let fabric = Fabric::lab_base("json");
+    let out = fabric.apply(&["--check", "--json"]);
+    assert_exit(&out, 0);
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    let count = |kind: &str| events.iter().filter(|e| e["event"] == kind).count();
+    assert_eq!(
+        (count("started"), count("device"), count("summary")),
+        (4, 4, 1)
+    );
+    let summary = events.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    assert_eq!(summary["changed"], 4);
+    assert_eq!(summary["check"], true);
+    for device in events.iter().filter(|e| e["event"] == "device") {
+        assert_eq!(device["status"], "changed");
+        assert!(!device["changes"].as_array().unwrap().is_empty());
+        assert!(device["before_sha256"].as_str().unwrap().len() == 64);
+    }
+}
+
+fn limit() {
+    let fabric = Fabric::lab_base("limit");
+    let before = fabric.states();
+    let out = fabric.apply(&["--limit", "spine,!sonic"]);
+    assert_exit(&out, 0);
+    let lines = lines_by_switch(&out);
+    assert_eq!(lines.keys().collect::<Vec<_>>(), ["spine2"]);
+    let after = fabric.states();
+    for name in ["spine1", "leaf1", "leaf2"] {
+        assert_eq!(after[name], before[name], "{name} was not selected");
+    }
+    assert_ne!(after["spine2"], before["spine2"]);
+
+    let out = fabric.apply(&["--limit", "rack:r9"]);
+    assert_exit(&out, 2);
+    assert!(
+        text(&out).contains("`rack:r9` matches no switch"),
+        "{}",
+        text(&out)
+    );
+}
+
+fn unreachable() {
+    let mut fabric = Fabric::lab_base("unreachable");
+    let plan = plan(&fabric);
+    let before = fabric.states();
+    fabric.stop("leaf2");
+    let out = fabric.apply(&["--connect-timeout", "2"]);
+    assert_exit(&out, 5);
+    let (status, rest) = status_of(&out, "leaf2");
+    assert_eq!(status, "unreachable");
+    assert!(rest.contains("cannot connect"), "{rest}");
+    for name in ["spine1", "spine2", "leaf1"] {
+        assert_eq!(status_of(&out, name).0, "changed");
+        assert_as_planned(&fabric, &plan, name);
+    }
+    assert_eq!(fabric.states()["leaf2"], before["leaf2"]);
+}
+
+fn wrong_key() {
+    let fabric = Fabric::lab_base("wrong-key");
+    let before = fabric.states();
+    let stranger = fabric.dir.join("stranger");
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&stranger)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let inventory = std::fs::read_to_string(&fabric.inventory)
+        .unwrap()
+        .replace(fabric.key.to_str().unwrap(), stranger.to_str().unwrap());
+    std::fs::write(&fabric.inventory, inventory).unwrap();
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 5);
+    for switch in &fabric.switches {
+        let (status, rest) = status_of(&out, &switch.name);
+        assert_eq!(status, "unreachable");
+        assert!(rest.contains("authentication as root"), "{rest}");
+        assert!(rest.contains("was refused"), "{rest}");
+    }
+    assert_eq!(fabric.states(), before);
+}
+
+fn unknown_host_key() {
+    let fabric = Fabric::lab_base("unknown-host-key");
+    let before = fabric.states();
+    std::fs::write(&fabric.known_hosts, "").unwrap();
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 5);
+    for switch in &fabric.switches {
+        let (status, rest) = status_of(&out, &switch.name);
+        assert_eq!(status, "unreachable");
+        assert!(rest.contains("is not in"), "{rest}");
+        assert!(rest.contains("--accept-new-host-keys"), "{rest}");
+    }
+    assert_eq!(fabric.states(), before);
+
+    let out = fabric.apply(&["--accept-new-host-keys"]);
+    assert_exit(&out, 0);
+    let recorded = std::fs::read_to_string(&fabric.known_hosts).unwrap();
+    for switch in &fabric.switches {
+        let entry = format!("[127.0.0.1]:{} ssh-ed25519 ", switch.port);
+        assert!(recorded.contains(&entry), "{recorded}");
+    }
+    assert_eq!(recorded.lines().count(), 4);
+    // The recorded keys are now trusted without the flag.
+    assert_exit(&fabric.apply(&[]), 0);
+}
+
+fn changed_host_key() {
+    let fabric = Fabric::lab_base("changed-host-key");
+    let before = fabric.states();
+    let impostor = fabric.dir.join("impostor");
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&impostor)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let impostor_key: Vec<String> = std::fs::read_to_string(impostor.with_extension("pub"))
+        .unwrap()
+        .split_whitespace()
+        .take(2)
+        .map(String::from)
+        .collect();
+    let port = fabric.switch("spine1").port;
+    let known: String = std::fs::read_to_string(&fabric.known_hosts)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            if line.starts_with(&format!("[127.0.0.1]:{port} ")) {
+                format!("[127.0.0.1]:{port} {}\n", impostor_key.join(" "))
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&fabric.known_hosts, known).unwrap();
+    let out = fabric.apply(&["--accept-new-host-keys"]);
+    assert_exit(&out, 5);
+    let (status, rest) = status_of(&out, "spine1");
+    assert_eq!(status, "unreachable");
+    assert!(rest.contains("does not match"), "{rest}");
+    assert_eq!(fabric.states()["spine1"], before["spine1"]);
+    for name in ["spine2", "leaf1", "leaf2"] {
+        assert_eq!(status_of(&out, name).0, "changed");
+    }
+}
+
+/// Switches whose commit fails part-way are rolled back to exactly what they ran.
+fn rejected_command() {
+    let fabric = Fabric::lab_base("rejected");
+    let plan = plan(&fabric);
+    let before = fabric.states();
+    // SONiC: one patch operation fails after earlier ones applied.
+    fabric
+        .switch("spine1")
+        .device
+        .set_faults(&["reject: MLT_Q3"]);
+    // Onyx: a command fails after earlier commands took effect.
+    fabric
+        .switch("leaf2")
+        .device
+        .set_faults(&["reject: traffic-class 3 congestion-control"]);
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 4);
+    for name in ["spine1", "leaf2"] {
+        let (status, rest) = status_of(&out, name);
+        assert_eq!(status, "failed");
+        assert!(rest.contains("commit failed"), "{rest}");
+        assert!(
+            rest.contains("rolled back: the switch runs what it ran before"),
+            "{rest}"
+        );
+    }
+    let after = fabric.states();
+    assert_eq!(after["spine1"], before["spine1"]);
+    assert_eq!(after["leaf2"], before["leaf2"]);
+    for name in ["spine2", "leaf1"] {
+        assert_eq!(status_of(&out, name).0, "changed");
+        assert_as_planned(&fabric, &plan, name);
+    }
+}
+
+/// Switches with a candidate (EOS sessions, NVUE pending revisions) drop it.
+fn rejected_before_commit() {
+    let fabric = Fabric::lab_base("rejected-candidate");
+    let plan = plan(&fabric);
+    let before = fabric.states();
+    fabric
+        .switch("spine2")
+        .device
+        .set_faults(&["reject: random-detect ecn"]);
+    fabric
+        .switch("leaf1")
+        .device
+        .set_faults(&["reject: min-threshold"]);
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 4);
+    for name in ["spine2", "leaf1"] {
+        let (status, rest) = status_of(&out, name);
+        assert_eq!(status, "failed");
+        assert!(rest.contains("loading the change failed"), "{rest}");
+        assert!(rest.contains("nothing was activated"), "{rest}");
+    }
+    let after = fabric.states();
+    assert_eq!(after["spine2"], before["spine2"]);
+    assert_eq!(after["leaf1"], before["leaf1"]);
+    for name in ["spine1", "leaf2"] {
+        assert_eq!(status_of(&out, name).0, "changed");
+        assert_as_planned(&fabric, &plan, name);
+    }
+}
+
+fn lost_after_commit() {
+    let fabric = Fabric::lab_base("lost");
+    let before: BTreeMap<String, String> = fabric
+        .switches
+        .iter()
+        .map(|s| (s.name.clone(), s.device.running()))
+        .collect();
+    for switch in &fabric.switches {
+        switch.device.set_faults(&["drop-after-commit"]);
+    }
+    let started = Instant::now();
+    let out = fabric.apply(&["--confirm-timeout", "3", "--connect-timeout", "2"]);
+    assert_exit(&out, 4);
+    for name in ["spine1", "spine2", "leaf1"] {
+        let (status, rest) = status_of(&out, name);
+        assert_eq!(status, "failed");
+        assert!(rest.contains("connection lost"), "{rest}");
+        assert!(rest.contains("cannot reconnect to roll back"), "{rest}");
+        assert!(
+            rest.contains("reverts the change by itself within 3 s"),
+            "{rest}"
+        );
+    }
+    // Onyx has no revert timer: the change stays active, unsaved, and that is said.
+    let (status, rest) = status_of(&out, "leaf2");
+    assert_eq!(status, "failed");
+    assert!(
+        rest.contains("the change is active but not saved"),
+        "{rest}"
+    );
+    let leaf2 = &fabric.switch("leaf2").device;
+    assert_ne!(leaf2.running(), before["leaf2"]);
+    assert_eq!(leaf2.startup(), before["leaf2"]);
+    // Each switch runs the change until its timer runs out, then what it ran before.
+    for name in ["spine1", "spine2", "leaf1"] {
+        let device = &fabric.switch(name).device;
+        let reverted = eventually(Duration::from_secs(10), || device.running() == before[name]);
+        assert!(reverted, "{name} did not revert by itself");
+    }
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
+
+fn failed_verify() {
+    let fabric = Fabric::lab_base("verify");
+    let before = fabric.states();
+    // Each switch accepts one setting and silently does not apply it.
+    fabric
+        .switch("spine1")
+        .device
+        .set_faults(&["ignore: MLT_Q2"]);
+    fabric
+        .switch("spine2")
+        .device
+        .set_faults(&["ignore: tx-queue 5"]);
+    fabric
+        .switch("leaf1")
+        .device
+        .set_faults(&["ignore: traffic-class 2 max-threshold"]);
+    fabric
+        .switch("leaf2")
+        .device
+        .set_faults(&["ignore: qos trust"]);
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 4);
+    for switch in &fabric.switches {
+        let (status, rest) = status_of(&out, &switch.name);
+        assert_eq!(status, "failed", "{rest}");
+        assert!(rest.contains("verify failed"), "{rest}");
+        assert!(
+            rest.contains("rolled back: the switch runs what it ran before"),
+            "{rest}"
+        );
+    }
+    let after = fabric.states();
+    for switch in &fabric.switches {
+        assert_eq!(after[&switch.name], before[&switch.name], "{}", switch.name);
+    }
+}
+
+fn no_secrets() {
+    let passphrase = "correct-horse-battery-staple-7431";
+    let lab = fabric::root().join("inventory/lab.yaml");
+    let fabric = Fabric::new("secrets", &lab, base_config, Some(passphrase));
+    let env = [("MLTCTL_TEST_PASSPHRASE", passphrase)];
+    let mut outputs = Vec::new();
+    for args in [
+        &["--check", "--diff"][..],
+        &["--check", "--json"],
+        &["--diff"],
+        &["--diff", "--json"],
+    ] {
+        let out = fabric.apply_with(args, &env);
+        assert!(out.status.success(), "{}", text(&out));
+        outputs.push(text(&out));
+    }
+    // Without the passphrase, the key cannot be used: that is said, the value is not.
+    let out = fabric.apply_with(
+        &["--check"],
+        &[("MLTCTL_TEST_PASSPHRASE", "wrong-guess-2291")],
+    );
+    assert_exit(&out, 5);
+    outputs.push(text(&out));
+    outputs.push(std::fs::read_to_string(&fabric.journal).unwrap());
+
+    let key = std::fs::read_to_string(&fabric.key).unwrap();
+    let mut secrets: Vec<String> = key
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .map(String::from)
+        .collect();
+    secrets.push(passphrase.into());
+    secrets.push("wrong-guess-2291".into());
+    // Password hashes and SNMP communities in the switches' own configurations.
+    for name in ["spine2", "leaf1", "leaf2"] {
+        for line in base_config(name).lines() {
+            for marker in ["secret sha512 ", "password 7 ", "hashed-password "] {
+                if let Some((_, value)) = line.split_once(marker) {
+                    secrets.push(value.trim().trim_matches('\'').to_string());
+                }
+            }
+        }
+    }
+    secrets.push("community public".into());
+    assert!(secrets.len() > 6);
+    for output in &outputs {
+        for secret in &secrets {
+            assert!(
+                !output.contains(secret.as_str()),
+                "a secret was printed: {secret}"
+            );
+        }
+    }
+    assert!(Path::new(&fabric.journal).exists());
+}

@@ -198,7 +198,15 @@ fn connect(
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
     for addr in addresses {
         match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(tcp) => return Ok(tcp),
+            Ok(tcp) => {
+                // Each step is a short request and a short reply: without this, Nagle's
+                // algorithm and delayed ACKs add tens of milliseconds to every step.
+                tcp.set_nodelay(true).map_err(|source| SshError::Connect {
+                    endpoint: endpoint.to_string(),
+                    source,
+                })?;
+                return Ok(tcp);
+            }
             Err(e) => last = e,
         }
     }

@@ -136,12 +136,14 @@ impl Fabric {
                  AuthorizedKeysFile {keys}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
                  MaxStartups 200\nMaxSessions 100\nLogLevel ERROR\n\
-                 SetEnv MLT_DEVICE={dev} PATH={dev}/bin:/usr/local/bin:/usr/bin:/bin\n",
+                 SetEnv MLT_DEVICE={dev} HOME={dev} PATH={dev}/bin:/usr/local/bin:/usr/bin:/bin\n",
                 host_key = device_dir.join("ssh_host_ed25519_key").display(),
                 pid = device_dir.join("sshd.pid").display(),
                 keys = self.dir.join("authorized_keys").display(),
                 dev = device_dir.display(),
             );
+            // HOME is the switch's own: the login shell reads no start-up files of the
+            // machine's root account (a switch's admin account has none of them).
             if switch.vendor == "eos" || switch.vendor == "onyx" {
                 // These log in to their CLI, not to a shell.
                 config.push_str(&format!("ForceCommand {}/bin/cli\n", device_dir.display()));
@@ -176,6 +178,19 @@ impl Fabric {
             switch.name,
             device_dir.join("sshd.log").display()
         );
+    }
+
+    /// Puts every switch back to `initial(name)`, as if freshly installed.
+    pub fn reset(&self, initial: impl Fn(&str) -> String) {
+        for switch in &self.switches {
+            for dir in ["sessions", "checkpoints", "timers"] {
+                let _ = std::fs::remove_dir_all(switch.device.dir.join(dir));
+            }
+            for file in ["pending", "confirm-previous"] {
+                switch.device.remove(file);
+            }
+            Device::install(&switch.device.dir, &switch.vendor, &initial(&switch.name));
+        }
     }
 
     pub fn switch(&self, name: &str) -> &Switch {

@@ -97,7 +97,7 @@ pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn Device +
         Vendor::Eos => Box::new(eos::Eos::new(change_id)),
         Vendor::Onyx => Box::new(onyx::Onyx::new(intent)),
         Vendor::Cumulus => Box::new(cumulus::Cumulus),
-        Vendor::Sonic => Box::new(sonic::Sonic::new(change_id)),
+        Vendor::Sonic => Box::new(sonic::Sonic::new(change_id, &intent.name)),
     }
 }
 

@@ -14,10 +14,11 @@ pub struct Sonic {
 }
 
 impl Sonic {
-    pub fn new(change_id: &str) -> Self {
+    pub fn new(change_id: &str, switch: &str) -> Self {
         Sonic {
             checkpoint: change_id.to_string(),
-            patch_file: format!("/tmp/{change_id}.json-patch"),
+            // Named after the switch too: a file's name should say whose it is.
+            patch_file: format!("/tmp/{change_id}-{switch}.json-patch"),
             timer: format!("{change_id}-revert"),
         }
     }

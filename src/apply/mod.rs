@@ -280,38 +280,35 @@ impl Change<'_> {
     }
 
     /// Undoes the commit and says what the switch runs now. A lost connection gets one
-    /// new session.
+    /// new session. Whatever the rollback reported, the switch is read again to tell.
     fn roll_back(&mut self, t: &mut Session) -> String {
-        match self.device.rollback(t) {
-            Ok(()) => self.restored(t),
-            Err(PushError::Transport(_)) => {
-                if let Err(e) = t.reconnect(&self.switch.mgmt, &self.options.ssh) {
-                    return self.unreachable_after_commit(&e.to_string());
-                }
-                match self.device.rollback(t) {
-                    Ok(()) => self.restored(t),
-                    Err(e) => format!("rollback failed ({e}); check the switch by hand"),
-                }
+        let mut attempt = self.device.rollback(t);
+        if let Err(PushError::Transport(_)) = attempt {
+            if let Err(e) = t.reconnect(&self.switch.mgmt, &self.options.ssh) {
+                return self.unreachable_after_commit(&e.to_string());
             }
-            Err(e) => format!("rollback failed ({e}); check the switch by hand"),
+            attempt = self.device.rollback(t);
+        }
+        let state = self.state_after_rollback(t);
+        match attempt {
+            Ok(()) => format!("rolled back: {state}"),
+            Err(e) => format!("rollback failed ({e}); {state}"),
         }
     }
 
-    /// After a rollback: does the switch run what it ran before?
-    fn restored(&mut self, t: &mut Session) -> String {
+    /// Does the switch run what it ran before?
+    fn state_after_rollback(&mut self, t: &mut Session) -> String {
         let now = match self.device.get_running(t) {
             Ok(now) => now,
-            Err(e) => return format!("rolled back, but could not read the switch again ({e})"),
+            Err(e) => return format!("the switch could not be read again ({e}); check it by hand"),
         };
         match switch_config::revert(self.intent(), &self.before, &now) {
-            Ok(left) if left.changes.is_empty() => {
-                "rolled back: the switch runs what it ran before".into()
-            }
-            Ok(_) => {
-                "rolled back, but the switch does NOT run what it ran before; check it by hand"
-                    .into()
-            }
-            Err(e) => format!("rolled back, but the result cannot be read ({e})"),
+            Ok(left) if left.changes.is_empty() => "the switch runs what it ran before".into(),
+            Ok(left) => format!(
+                "the switch does NOT run what it ran before ({} item(s) differ); check it by hand",
+                left.changes.len()
+            ),
+            Err(e) => format!("the switch's configuration cannot be read ({e}); check it by hand"),
         }
     }
 

@@ -399,69 +399,60 @@ fn changed_host_key() {
     }
 }
 
-/// Switches whose commit fails part-way are rolled back to exactly what they ran.
-fn rejected_command() {
-    let fabric = Fabric::lab_base("rejected");
+/// Injects one fault into each of two switches and applies: those two fail with
+/// `messages` and run exactly what they ran before; the other two change.
+fn two_fail(test: &str, faults: [(&str, &str); 2], messages: &[&str]) {
+    let fabric = Fabric::lab_base(test);
     let plan = plan(&fabric);
     let before = fabric.states();
-    // SONiC: one patch operation fails after earlier ones applied.
-    fabric
-        .switch("spine1")
-        .device
-        .set_faults(&["reject: MLT_Q3"]);
-    // Onyx: a command fails after earlier commands took effect.
-    fabric
-        .switch("leaf2")
-        .device
-        .set_faults(&["reject: traffic-class 3 congestion-control"]);
+    for (name, fault) in faults {
+        fabric.switch(name).device.set_faults(&[fault]);
+    }
     let out = fabric.apply(&[]);
     assert_exit(&out, 4);
-    for name in ["spine1", "leaf2"] {
-        let (status, rest) = status_of(&out, name);
-        assert_eq!(status, "failed");
-        assert!(rest.contains("commit failed"), "{rest}");
-        assert!(
-            rest.contains("rolled back: the switch runs what it ran before"),
-            "{rest}"
-        );
-    }
     let after = fabric.states();
-    assert_eq!(after["spine1"], before["spine1"]);
-    assert_eq!(after["leaf2"], before["leaf2"]);
-    for name in ["spine2", "leaf1"] {
-        assert_eq!(status_of(&out, name).0, "changed");
-        assert_as_planned(&fabric, &plan, name);
+    for switch in &fabric.switches {
+        let (status, rest) = status_of(&out, &switch.name);
+        if faults.iter().any(|(name, _)| *name == switch.name) {
+            assert_eq!(status, "failed");
+            for message in messages {
+                assert!(rest.contains(message), "{rest}");
+            }
+            assert_eq!(after[&switch.name], before[&switch.name]);
+        } else {
+            assert_eq!(status, "changed");
+            assert_as_planned(&fabric, &plan, &switch.name);
+        }
     }
+}
+
+/// Switches whose commit fails part-way are rolled back to exactly what they ran.
+fn rejected_command() {
+    two_fail(
+        "rejected",
+        [
+            // SONiC: one patch operation fails after earlier ones applied.
+            ("spine1", "reject: MLT_Q3"),
+            // Onyx: a command fails after earlier commands took effect.
+            ("leaf2", "reject: traffic-class 3 congestion-control"),
+        ],
+        &[
+            "commit failed",
+            "rolled back: the switch runs what it ran before",
+        ],
+    );
 }
 
 /// Switches with a candidate (EOS sessions, NVUE pending revisions) drop it.
 fn rejected_before_commit() {
-    let fabric = Fabric::lab_base("rejected-candidate");
-    let plan = plan(&fabric);
-    let before = fabric.states();
-    fabric
-        .switch("spine2")
-        .device
-        .set_faults(&["reject: random-detect ecn"]);
-    fabric
-        .switch("leaf1")
-        .device
-        .set_faults(&["reject: min-threshold"]);
-    let out = fabric.apply(&[]);
-    assert_exit(&out, 4);
-    for name in ["spine2", "leaf1"] {
-        let (status, rest) = status_of(&out, name);
-        assert_eq!(status, "failed");
-        assert!(rest.contains("loading the change failed"), "{rest}");
-        assert!(rest.contains("nothing was activated"), "{rest}");
-    }
-    let after = fabric.states();
-    assert_eq!(after["spine2"], before["spine2"]);
-    assert_eq!(after["leaf1"], before["leaf1"]);
-    for name in ["spine1", "leaf2"] {
-        assert_eq!(status_of(&out, name).0, "changed");
-        assert_as_planned(&fabric, &plan, name);
-    }
+    two_fail(
+        "rejected-candidate",
+        [
+            ("spine2", "reject: random-detect ecn"),
+            ("leaf1", "reject: min-threshold"),
+        ],
+        &["loading the change failed", "nothing was activated"],
+    );
 }
 
 fn lost_after_commit() {

@@ -1,9 +1,20 @@
-//! The end-host side of mltctl: the transport's configuration and address types.
+//! The end-host side of mltctl: the transport (wire format, bounded-loss delivery, rate
+//! control, path spraying, collectives, datapaths) and its configuration types.
 //!
-//! The transport itself (wire format, bounded-loss delivery, rate control, collectives,
-//! datapaths) and the host agent build on these types.
+//! Layers, bottom up: [`wire`] (packet views), [`proto`] (the sans-IO protocol core),
+//! [`collective`] (collectives and point-to-point operations, sans I/O), [`datapath`]
+//! (kernel UDP), [`mesh`] (the TCP control channel), [`driver`] (the datapath thread)
+//! and [`transport`] (the API).
 
 pub mod addr;
+pub mod collective;
 pub mod config;
+pub mod datapath;
+pub mod driver;
+pub mod mesh;
+pub mod proto;
+pub mod transport;
+pub mod wire;
 
 pub use addr::{AddrParseError, MacAddr, PciAddr};
+pub use transport::{Options, Transport, TransportError};

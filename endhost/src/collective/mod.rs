@@ -1,0 +1,543 @@
+//! Collectives and point-to-point operations over the protocol core, sans I/O.
+//!
+//! The [`Engine`] owns an [`Endpoint`] and the operations in flight — any number at
+//! once (buckets), told apart by tensor id and round. Each rank numbers the rounds of a
+//! tensor in call order, so ranks that call the same collectives in the same order
+//! agree on every message id.
+//!
+//! Loss semantics: gradients missing from a reduction add nothing (zeros); values
+//! missing from an all-gather keep what the buffer held (the previous values).
+//!
+//! Timeouts: an operation that makes no progress (no transfer completes) for
+//! `phase_ms` fails with an error naming what it waits for — a dead peer never hangs a
+//! collective. With `adaptive`, a receive that holds the operation up longer than
+//! [`ADAPTIVE_FACTOR`] times the median recent phase (at least [`ADAPTIVE_FLOOR_NS`])
+//! is ended short of its bound once its sender's last packet is in (OptiReduce's early
+//! exit for stragglers; counted in `bound_missed`).
+
+pub mod schedule;
+
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+use crate::config::Timeouts;
+use crate::proto::{Buffer, Endpoint, Event, LayerMap, Place, Region};
+use crate::wire::MessageId;
+use schedule::{Direction, Transfer};
+
+/// The step number of point-to-point messages.
+pub const POINT_TO_POINT: u16 = u16::MAX;
+pub const ADAPTIVE_FACTOR: u64 = 4;
+pub const ADAPTIVE_FLOOR_NS: u64 = 50_000_000;
+const RECENT_PHASES: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Algorithm {
+    Ring,
+    Transpose,
+    /// Sharded parameter server: shards on these ranks (members of the group).
+    Ps {
+        servers: Vec<u16>,
+    },
+}
+
+/// An allreduce (sum) of this rank's `data` over a group.
+#[derive(Debug, Clone)]
+pub struct Allreduce {
+    pub tensor: u32,
+    pub data: Vec<f32>,
+    pub algorithm: Algorithm,
+    /// Ranks taking part, this one included; `None`: every rank of the job.
+    pub group: Option<Vec<u16>>,
+    /// Each member's weight (in group order); the result is Σ wᵢ·xᵢ. `None`: all 1.
+    pub weights: Option<Vec<f32>>,
+    /// (first element, layer) breakpoints, for tagging; empty: all layer 0.
+    pub layers: Vec<(usize, u16)>,
+    pub loss_bound: f64,
+}
+
+pub type OpId = u64;
+
+/// A finished operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub op: OpId,
+    pub result: Result<Done, OpError>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Done {
+    pub data: Vec<f32>,
+    /// The smallest fraction delivered over the operation's receives (1 if none).
+    pub delivered: f64,
+    pub elapsed_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OpError(pub String);
+
+struct Op {
+    tensor: u32,
+    round: u32,
+    what: String,
+    buffer: Buffer,
+    layers: LayerMap,
+    loss_bound: f64,
+    transfers: Vec<Transfer>,
+    done: Vec<bool>,
+    started: Vec<bool>,
+    delivered: f64,
+    began_ns: u64,
+    progress_ns: u64,
+}
+
+impl Op {
+    fn id(&self, step: u16) -> MessageId {
+        MessageId {
+            tensor: self.tensor,
+            round: self.round,
+            step,
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.done.iter().all(|&d| d)
+    }
+}
+
+/// The protocol core plus the operations running on it.
+pub struct Engine {
+    endpoint: Endpoint,
+    timeouts: Timeouts,
+    ops: HashMap<OpId, Op>,
+    /// (direction, peer, message) → operation and transfer index.
+    index: HashMap<(Direction, u16, MessageId), (OpId, usize)>,
+    next_op: OpId,
+    rounds: HashMap<(u32, Option<(u16, Direction)>), u32>,
+    recent_phases: VecDeque<u64>,
+    completions: VecDeque<Completion>,
+}
+
+impl Engine {
+    pub fn new(endpoint: Endpoint, timeouts: Timeouts) -> Engine {
+        Engine {
+            endpoint,
+            timeouts,
+            ops: HashMap::new(),
+            index: HashMap::new(),
+            next_op: 1,
+            rounds: HashMap::new(),
+            recent_phases: VecDeque::new(),
+            completions: VecDeque::new(),
+        }
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    pub fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+
+    fn round(&mut self, tensor: u32, peer: Option<(u16, Direction)>) -> u32 {
+        let counter = self.rounds.entry((tensor, peer)).or_insert(0);
+        let round = *counter;
+        *counter = counter.wrapping_add(1);
+        round
+    }
+
+    fn new_op_id(&mut self) -> OpId {
+        let id = self.next_op;
+        self.next_op += 1;
+        id
+    }
+
+    fn fail_now(&mut self, message: String) -> OpId {
+        let op = self.new_op_id();
+        self.completions.push_back(Completion {
+            op,
+            result: Err(OpError(message)),
+        });
+        op
+    }
+
+    /// Starts an allreduce; its completion comes from [`Engine::poll_completion`].
+    pub fn allreduce(&mut self, now: u64, spec: Allreduce) -> OpId {
+        let config = self.endpoint.config();
+        let (me_rank, world) = (config.rank, config.world);
+        let group = spec.group.clone().unwrap_or_else(|| (0..world).collect());
+        let Some(me) = group.iter().position(|&r| r == me_rank) else {
+            return self.fail_now(format!("rank {me_rank} is not in the group {group:?}"));
+        };
+        if group.iter().any(|&r| r >= world) || has_duplicates(&group) {
+            return self.fail_now(format!("group {group:?} has unknown or repeated ranks"));
+        }
+        let mut data = spec.data;
+        if let Some(weights) = &spec.weights {
+            if weights.len() != group.len() {
+                return self.fail_now(format!(
+                    "{} weights for a group of {}",
+                    weights.len(),
+                    group.len()
+                ));
+            }
+            let w = weights[me];
+            data.iter_mut().for_each(|x| *x *= w);
+        }
+        let transfers = match &spec.algorithm {
+            Algorithm::Ring => schedule::ring(&group, me, data.len()),
+            Algorithm::Transpose => schedule::sharded(&group, &group, me, data.len()),
+            Algorithm::Ps { servers } => {
+                if servers.is_empty() || servers.iter().any(|s| !group.contains(s)) {
+                    return self.fail_now(format!("servers {servers:?} are not all in the group"));
+                }
+                schedule::sharded(&group, servers, me, data.len())
+            }
+        };
+        let round = self.round(spec.tensor, None);
+        let what = format!(
+            "allreduce of tensor {} (round {round}, {:?})",
+            spec.tensor, spec.algorithm
+        );
+        self.start(
+            now,
+            spec.tensor,
+            round,
+            what,
+            data,
+            spec.layers,
+            spec.loss_bound,
+            transfers,
+        )
+    }
+
+    /// Sends `data` to `peer` as the next message of `tensor` between the two (MLT's
+    /// post_send). Layer `layer` decides its priority.
+    pub fn post_send(
+        &mut self,
+        now: u64,
+        peer: u16,
+        tensor: u32,
+        data: Vec<f32>,
+        layer: u16,
+    ) -> OpId {
+        let round = self.round(tensor, Some((peer, Direction::Send)));
+        let transfer = Transfer {
+            direction: Direction::Send,
+            peer,
+            step: POINT_TO_POINT,
+            start: 0,
+            len: data.len(),
+            place: Place::Copy,
+            after: Vec::new(),
+        };
+        let what = format!("send of tensor {tensor} to rank {peer}");
+        self.start(
+            now,
+            tensor,
+            round,
+            what,
+            data,
+            vec![(0, layer)],
+            0.0,
+            vec![transfer],
+        )
+    }
+
+    /// Receives the next message of `tensor` from `peer`, `len` values, done once all
+    /// but `loss_bound` of it is in (MLT's post_recv).
+    pub fn post_recv(
+        &mut self,
+        now: u64,
+        peer: u16,
+        tensor: u32,
+        len: usize,
+        loss_bound: f64,
+    ) -> OpId {
+        let round = self.round(tensor, Some((peer, Direction::Recv)));
+        let transfer = Transfer {
+            direction: Direction::Recv,
+            peer,
+            step: POINT_TO_POINT,
+            start: 0,
+            len,
+            place: Place::Copy,
+            after: Vec::new(),
+        };
+        let what = format!("receive of tensor {tensor} from rank {peer}");
+        self.start(
+            now,
+            tensor,
+            round,
+            what,
+            vec![0.0; len],
+            Vec::new(),
+            loss_bound,
+            vec![transfer],
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &mut self,
+        now: u64,
+        tensor: u32,
+        round: u32,
+        what: String,
+        data: Vec<f32>,
+        layers: Vec<(usize, u16)>,
+        loss_bound: f64,
+        transfers: Vec<Transfer>,
+    ) -> OpId {
+        let id = self.new_op_id();
+        let count = transfers.len();
+        let op = Op {
+            tensor,
+            round,
+            what,
+            buffer: Rc::new(std::cell::RefCell::new(data)),
+            layers: Rc::new(layers),
+            loss_bound,
+            transfers,
+            done: vec![false; count],
+            started: vec![false; count],
+            delivered: 1.0,
+            began_ns: now,
+            progress_ns: now,
+        };
+        for (i, t) in op.transfers.iter().enumerate() {
+            self.index
+                .insert((t.direction, t.peer, op.id(t.step)), (id, i));
+        }
+        self.ops.insert(id, op);
+        self.advance(now, id);
+        id
+    }
+
+    /// Starts every transfer whose dependencies are done; completes the operation when
+    /// everything is.
+    fn advance(&mut self, now: u64, op_id: OpId) {
+        let Some(op) = self.ops.get_mut(&op_id) else {
+            return;
+        };
+        for i in 0..op.transfers.len() {
+            if op.started[i] || !op.transfers[i].after.iter().all(|&a| op.done[a]) {
+                continue;
+            }
+            op.started[i] = true;
+            let t = &op.transfers[i];
+            let region = Region {
+                buffer: op.buffer.clone(),
+                start: t.start,
+                len: t.len,
+            };
+            let id = op.id(t.step);
+            match t.direction {
+                Direction::Send => self
+                    .endpoint
+                    .post_send(t.peer, id, region, op.layers.clone()),
+                Direction::Recv => {
+                    self.endpoint
+                        .post_recv(t.peer, id, region, t.place, op.loss_bound)
+                }
+            }
+        }
+        if op.finished() {
+            let op = self.ops.remove(&op_id).expect("present");
+            self.finish(now, op_id, op);
+        }
+    }
+
+    fn finish(&mut self, now: u64, op_id: OpId, op: Op) {
+        for t in &op.transfers {
+            let id = op.id(t.step);
+            self.index.remove(&(t.direction, t.peer, id));
+            if t.direction == Direction::Recv {
+                self.endpoint.release_recv(t.peer, id);
+            }
+        }
+        let Op {
+            buffer,
+            delivered,
+            began_ns,
+            ..
+        } = op;
+        let data = match Rc::try_unwrap(buffer) {
+            Ok(cell) => cell.into_inner(),
+            Err(shared) => shared.borrow().clone(),
+        };
+        self.completions.push_back(Completion {
+            op: op_id,
+            result: Ok(Done {
+                data,
+                delivered,
+                elapsed_ns: now.saturating_sub(began_ns),
+            }),
+        });
+    }
+
+    fn fail(&mut self, op_id: OpId, message: String) {
+        if let Some(op) = self.ops.remove(&op_id) {
+            for t in &op.transfers {
+                self.index.remove(&(t.direction, t.peer, op.id(t.step)));
+            }
+            self.endpoint.cancel(op.tensor, op.round);
+            self.completions.push_back(Completion {
+                op: op_id,
+                result: Err(OpError(format!("{}: {message}", op.what))),
+            });
+        }
+    }
+
+    /// Moves completions from the endpoint into the operations.
+    fn collect_events(&mut self, now: u64) {
+        while let Some(event) = self.endpoint.poll_event() {
+            let (key, delivered) = match event {
+                Event::SendDone { peer, id } => ((Direction::Send, peer, id), None),
+                Event::RecvDone {
+                    peer,
+                    id,
+                    delivered,
+                } => ((Direction::Recv, peer, id), Some(delivered)),
+            };
+            let Some(&(op_id, i)) = self.index.get(&key) else {
+                continue;
+            };
+            let Some(op) = self.ops.get_mut(&op_id) else {
+                continue;
+            };
+            op.done[i] = true;
+            if let Some(d) = delivered {
+                op.delivered = op.delivered.min(d);
+            }
+            let phase = now.saturating_sub(op.progress_ns);
+            op.progress_ns = now;
+            if self.recent_phases.len() == RECENT_PHASES {
+                self.recent_phases.pop_front();
+            }
+            self.recent_phases.push_back(phase);
+            self.advance(now, op_id);
+        }
+    }
+
+    pub fn handle_datagram(&mut self, now: u64, bytes: &[u8]) {
+        self.endpoint.handle_datagram(now, bytes);
+        self.collect_events(now);
+    }
+
+    pub fn handle_control(&mut self, now: u64, peer: u16, message: crate::proto::Control) {
+        self.endpoint.handle_control(now, peer, message);
+        self.collect_events(now);
+    }
+
+    /// The control connection to `peer` is gone: its operations cannot finish.
+    pub fn peer_lost(&mut self, peer: u16, why: &str) {
+        let affected: Vec<OpId> = self
+            .ops
+            .iter()
+            .filter(|(_, op)| op.transfers.iter().any(|t| t.peer == peer))
+            .map(|(id, _)| *id)
+            .collect();
+        for op in affected {
+            self.fail(op, format!("rank {peer} is gone ({why})"));
+        }
+    }
+
+    fn adaptive_deadline_ns(&self) -> u64 {
+        let mut recent: Vec<u64> = self.recent_phases.iter().copied().collect();
+        recent.sort_unstable();
+        let median = recent.get(recent.len() / 2).copied().unwrap_or(0);
+        (median * ADAPTIVE_FACTOR).max(ADAPTIVE_FLOOR_NS)
+    }
+
+    /// Deadlines: hard (no progress for `phase_ms`) and, with `adaptive`, soft.
+    pub fn handle_timeout(&mut self, now: u64) {
+        self.endpoint.handle_timeout(now);
+        let hard = u64::from(self.timeouts.phase_ms) * 1_000_000;
+        let soft = self.adaptive_deadline_ns();
+        let mut failed = Vec::new();
+        let mut cut = Vec::new();
+        for (&op_id, op) in &self.ops {
+            let stalled = now.saturating_sub(op.progress_ns);
+            if stalled >= hard {
+                failed.push((op_id, waiting_for(op)));
+            } else if self.timeouts.adaptive && stalled >= soft {
+                for (i, t) in op.transfers.iter().enumerate() {
+                    if op.started[i] && !op.done[i] && t.direction == Direction::Recv {
+                        cut.push((t.peer, op.id(t.step)));
+                    }
+                }
+            }
+        }
+        for (peer, id) in cut {
+            self.endpoint.finish_recv_early(peer, id);
+        }
+        for (op_id, waiting) in failed {
+            self.fail(
+                op_id,
+                format!("no progress for {} ms: {waiting}", self.timeouts.phase_ms),
+            );
+        }
+        self.collect_events(now);
+    }
+
+    /// The earliest time [`Engine::handle_timeout`] has work.
+    pub fn next_timeout(&self) -> Option<u64> {
+        let hard = u64::from(self.timeouts.phase_ms) * 1_000_000;
+        let soft = self.adaptive_deadline_ns();
+        let ops = self.ops.values().map(|op| {
+            let limit = if self.timeouts.adaptive {
+                soft.min(hard)
+            } else {
+                hard
+            };
+            op.progress_ns + limit
+        });
+        ops.chain(self.endpoint.next_timeout()).min()
+    }
+
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<crate::proto::Transmit> {
+        self.endpoint.poll_transmit(now, buf)
+    }
+
+    pub fn poll_control(&mut self) -> Option<(u16, crate::proto::Control)> {
+        self.endpoint.poll_control()
+    }
+
+    /// Operations in flight.
+    pub fn busy(&self) -> usize {
+        self.ops.len()
+    }
+}
+
+fn has_duplicates(ranks: &[u16]) -> bool {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
+}
+
+/// What an operation still waits for, for error messages.
+fn waiting_for(op: &Op) -> String {
+    let mut waits: Vec<String> = op
+        .transfers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| op.started[*i] && !op.done[*i])
+        .map(|(_, t)| match t.direction {
+            Direction::Recv => format!("data from rank {} (step {})", t.peer, t.step),
+            Direction::Send => format!("rank {} to take step {}", t.peer, t.step),
+        })
+        .collect();
+    waits.dedup();
+    if waits.is_empty() {
+        "nothing started".into()
+    } else {
+        format!("waiting for {}", waits.join(", "))
+    }
+}

@@ -1,0 +1,249 @@
+//! The reliable control channel: one TCP connection per pair of ranks (tokio). The
+//! higher rank connects to the lower; both open with a HELLO naming job and rank, so a
+//! stray connection or another job's process is refused. Frames go both ways as the
+//! protocol core asks; a connection that closes or sends nonsense is reported, so the
+//! collectives waiting on that rank fail at once instead of timing out.
+
+use std::io;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::proto::Control;
+
+/// What the control channel tells the datapath thread.
+#[derive(Debug)]
+pub enum Incoming {
+    Control { peer: u16, message: Control },
+    Lost { peer: u16, why: String },
+}
+
+/// Everyone's control address, by rank.
+#[derive(Debug, Clone)]
+pub struct MeshConfig {
+    pub job: u32,
+    pub rank: u16,
+    pub addresses: Vec<SocketAddrV4>,
+    /// How long to keep trying to reach peers that have not started yet.
+    pub connect_timeout: Duration,
+}
+
+/// Connected: a sender per peer (`None` for this rank).
+pub struct Mesh {
+    pub outgoing: Vec<Option<UnboundedSender<Control>>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeshError {
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: SocketAddrV4,
+        #[source]
+        source: io::Error,
+    },
+    #[error("rank {peer} at {address} did not answer within {seconds} s ({last})")]
+    Unreachable {
+        peer: u16,
+        address: SocketAddrV4,
+        seconds: u64,
+        last: String,
+    },
+    #[error("control connection from {from}: {why}")]
+    Refused { from: SocketAddr, why: String },
+    #[error("waiting for ranks {missing:?} to connect: gave up after {seconds} s")]
+    Incomplete { missing: Vec<u16>, seconds: u64 },
+}
+
+/// Connects this rank to every other and starts the reader and writer tasks; frames
+/// and losses go to `incoming`, after which `wake` is called.
+pub async fn connect(
+    config: &MeshConfig,
+    incoming: std::sync::mpsc::Sender<crate::driver::Inbound>,
+    wake: impl Fn() + Clone + Send + Sync + 'static,
+) -> Result<Mesh, MeshError> {
+    let me = config.rank;
+    let world = config.addresses.len() as u16;
+    let listen = config.addresses[usize::from(me)];
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| MeshError::Listen {
+            address: listen,
+            source,
+        })?;
+    let deadline = Instant::now() + config.connect_timeout;
+    let mut streams: Vec<Option<TcpStream>> = (0..world).map(|_| None).collect();
+    // Lower ranks: we call them.
+    for peer in 0..me {
+        let address = config.addresses[usize::from(peer)];
+        let stream = dial(config, peer, address, deadline).await?;
+        streams[usize::from(peer)] = Some(stream);
+    }
+    // Higher ranks call us.
+    let mut missing: Vec<u16> = (me + 1..world).collect();
+    while !missing.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let accepted = tokio::time::timeout(left, listener.accept()).await;
+        let Ok(Ok((mut stream, from))) = accepted else {
+            return Err(MeshError::Incomplete {
+                missing,
+                seconds: config.connect_timeout.as_secs(),
+            });
+        };
+        let _ = stream.set_nodelay(true);
+        let peer = match read_hello(&mut stream, config.job).await {
+            Ok(peer) if missing.contains(&peer) => peer,
+            Ok(peer) => {
+                return Err(MeshError::Refused {
+                    from,
+                    why: format!("rank {peer} is not expected (already connected, or lower)"),
+                });
+            }
+            Err(why) => return Err(MeshError::Refused { from, why }),
+        };
+        write_hello(&mut stream, config.job, me)
+            .await
+            .map_err(|e| MeshError::Refused {
+                from,
+                why: e.to_string(),
+            })?;
+        missing.retain(|&m| m != peer);
+        streams[usize::from(peer)] = Some(stream);
+    }
+    let mut outgoing = Vec::with_capacity(usize::from(world));
+    for (peer, stream) in streams.into_iter().enumerate() {
+        let Some(stream) = stream else {
+            outgoing.push(None);
+            continue;
+        };
+        let (reader, writer) = stream.into_split();
+        let (tx, rx) = unbounded_channel();
+        tokio::spawn(write_frames(writer, rx));
+        tokio::spawn(read_frames(
+            reader,
+            peer as u16,
+            incoming.clone(),
+            wake.clone(),
+        ));
+        outgoing.push(Some(tx));
+    }
+    Ok(Mesh { outgoing })
+}
+
+async fn dial(
+    config: &MeshConfig,
+    peer: u16,
+    address: SocketAddrV4,
+    deadline: Instant,
+) -> Result<TcpStream, MeshError> {
+    let mut last = String::from("no attempt");
+    while Instant::now() < deadline {
+        match TcpStream::connect(address).await {
+            Ok(mut stream) => {
+                let _ = stream.set_nodelay(true);
+                let handshake = async {
+                    write_hello(&mut stream, config.job, config.rank)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    read_hello(&mut stream, config.job).await
+                };
+                match tokio::time::timeout(Duration::from_secs(5), handshake).await {
+                    Ok(Ok(rank)) if rank == peer => return Ok(stream),
+                    Ok(Ok(rank)) => last = format!("rank {rank} answered instead"),
+                    Ok(Err(why)) => last = why,
+                    Err(_) => last = "no HELLO in 5 s".into(),
+                }
+            }
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(MeshError::Unreachable {
+        peer,
+        address,
+        seconds: config.connect_timeout.as_secs(),
+        last,
+    })
+}
+
+async fn write_hello(stream: &mut TcpStream, job: u32, rank: u16) -> io::Result<()> {
+    let mut frame = Vec::new();
+    Control::Hello { job, rank }.encode(&mut frame);
+    stream.write_all(&frame).await
+}
+
+async fn read_hello(stream: &mut TcpStream, job: u32) -> Result<u16, String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64];
+    loop {
+        match Control::decode(&mut buf) {
+            Ok(Some(Control::Hello { job: j, rank })) if j == job => return Ok(rank),
+            Ok(Some(Control::Hello { job: j, .. })) => {
+                return Err(format!("belongs to job {j}, not {job}"));
+            }
+            Ok(Some(other)) => return Err(format!("sent {other:?} before HELLO")),
+            Ok(None) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("closed before HELLO".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn write_frames(mut writer: OwnedWriteHalf, mut rx: UnboundedReceiver<Control>) {
+    let mut frame = Vec::new();
+    while let Some(first) = rx.recv().await {
+        frame.clear();
+        first.encode(&mut frame);
+        // Whatever else is queued goes in the same write.
+        while let Ok(next) = rx.try_recv() {
+            next.encode(&mut frame);
+        }
+        if writer.write_all(&frame).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn read_frames(
+    mut reader: OwnedReadHalf,
+    peer: u16,
+    incoming: std::sync::mpsc::Sender<crate::driver::Inbound>,
+    wake: impl Fn(),
+) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let why = loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) => break "closed the connection".to_string(),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => break e.to_string(),
+        }
+        let mut frames = Vec::new();
+        let failure = loop {
+            match Control::decode(&mut buf) {
+                Ok(Some(message)) => frames.push(message),
+                Ok(None) => break None,
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        for message in frames {
+            let inbound = crate::driver::Inbound::Net(Incoming::Control { peer, message });
+            if incoming.send(inbound).is_err() {
+                return;
+            }
+        }
+        wake();
+        if let Some(why) = failure {
+            break why;
+        }
+    };
+    let _ = incoming.send(crate::driver::Inbound::Net(Incoming::Lost { peer, why }));
+    wake();
+}

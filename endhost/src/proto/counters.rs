@@ -1,0 +1,104 @@
+//! What the transport counts: per peer and per class, and the packets it refused.
+
+use serde::Serialize;
+
+use crate::wire::WireError;
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PeerCounters {
+    pub rank: u16,
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    pub packets_retransmitted: u64,
+    pub duplicates: u64,
+    /// Data for a message already complete (after STOP) or not known.
+    pub late: u64,
+    pub acks_sent: u64,
+    pub acks_received: u64,
+    pub rate_mbps: f64,
+    pub srtt_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ClassCounters {
+    pub class: u8,
+    pub packets_sent: u64,
+    /// Of those, sent ECN-capable (important).
+    pub important_sent: u64,
+}
+
+/// Datagrams dropped before reaching any message, by reason.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Dropped {
+    pub truncated: u64,
+    pub foreign: u64,
+    pub malformed: u64,
+    pub foreign_job: u64,
+    pub unknown_rank: u64,
+    pub out_of_range: u64,
+}
+
+impl Dropped {
+    pub fn wire(&mut self, e: WireError) {
+        match e {
+            WireError::Truncated => self.truncated += 1,
+            WireError::Foreign => self.foreign += 1,
+            WireError::Malformed => self.malformed += 1,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.truncated
+            + self.foreign
+            + self.malformed
+            + self.foreign_job
+            + self.unknown_rank
+            + self.out_of_range
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Counters {
+    pub peers: Vec<PeerCounters>,
+    pub classes: Vec<ClassCounters>,
+    pub dropped: Dropped,
+    /// Receives that ended short of their loss bound (adaptive timeout, straggler).
+    pub bound_missed: u64,
+    pub probes_sent: u64,
+    pub bitmaps_sent: u64,
+}
+
+impl Counters {
+    pub fn new(world: u16) -> Counters {
+        Counters {
+            peers: (0..world)
+                .map(|rank| PeerCounters {
+                    rank,
+                    ..PeerCounters::default()
+                })
+                .collect(),
+            classes: Vec::new(),
+            ..Counters::default()
+        }
+    }
+
+    pub fn class(&mut self, class: u8) -> &mut ClassCounters {
+        let i = match self.classes.iter().position(|c| c.class == class) {
+            Some(i) => i,
+            None => {
+                self.classes.push(ClassCounters {
+                    class,
+                    ..ClassCounters::default()
+                });
+                self.classes.sort_by_key(|c| c.class);
+                self.classes
+                    .iter()
+                    .position(|c| c.class == class)
+                    .expect("just added")
+            }
+        };
+        &mut self.classes[i]
+    }
+}

@@ -1,0 +1,685 @@
+//! The transport's protocol core, sans I/O (in the manner of quinn-proto): it never
+//! touches a socket or a clock. A driver feeds it datagrams, control messages and the
+//! time, and takes from it datagrams to send, control messages to send, timers and
+//! completions. The kernel-UDP and DPDK datapaths drive the same core.
+//!
+//! What it does (MLT §4.2):
+//! - **Order-free packets.** A message's packets carry their sequence and byte offset;
+//!   each is placed on arrival (copied, or added for a reduction), in any order.
+//!   Duplicates are recognised by a bitmap and placed once.
+//! - **Tagging.** Each data packet's IP TOS holds its layer's DSCP and, when its mean
+//!   |gradient| is above the sampled threshold, ECT(0).
+//! - **Bounded-loss delivery.** A receiver first tells the sender it is ready (the
+//!   rendezvous, over the control channel). It sends STOP once (1 − p) of the message
+//!   has arrived. After its last packet the sender PROBEs; the receiver answers with a
+//!   bitmap of what is missing; the sender retransmits it and probes again, until STOP.
+//!   A probe that gets no answer is repeated after an RTO from the RTT samples. With
+//!   p = 0 delivery is exact.
+//! - **Rate control.** Per destination, TIMELY-like ([`rate`]); the receiver
+//!   acknowledges every `ack_every` data packets, echoing the send timestamp.
+//! - **Path spraying.** Packets to a peer go round-robin over its path addresses.
+
+pub mod control;
+pub mod counters;
+pub mod rate;
+pub mod tagging;
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+
+use crate::config::{Importance, RateControl, Tagging};
+use crate::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet};
+pub use control::Control;
+pub use counters::Counters;
+use rate::{Pacer, Timely};
+use tagging::Classes;
+
+/// Tensor memory shared by a collective and its messages (one thread owns both).
+pub type Buffer = Rc<RefCell<Vec<f32>>>;
+
+/// Bytes of IPv4 and UDP headers in front of ours.
+pub const IP_UDP_HEADERS: usize = 28;
+
+/// A range of elements of a buffer.
+#[derive(Debug, Clone)]
+pub struct Region {
+    pub buffer: Buffer,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// What a receive does with arriving values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Overwrite: missing ranges keep what the buffer held (parameters).
+    Copy,
+    /// Add to what the buffer holds: missing ranges add nothing (gradients, as zeros).
+    Add,
+}
+
+/// Which layer each element belongs to: sorted (first element, layer) breakpoints over
+/// the whole buffer.
+pub type LayerMap = Rc<Vec<(usize, u16)>>;
+
+/// Settings of an endpoint.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    pub job: u32,
+    pub rank: u16,
+    pub world: u16,
+    /// Largest IP packet; the payload per packet follows from it.
+    pub mtu: u16,
+    pub rate: RateControl,
+    pub line_bps: f64,
+    pub tagging: Tagging,
+    /// Path addresses of each rank (index = rank; this host's own entry is unused).
+    pub paths: Vec<usize>,
+}
+
+impl EndpointConfig {
+    /// f32 values per packet: what fits the MTU after the IP, UDP and our headers.
+    pub fn payload_elems(&self) -> usize {
+        (usize::from(self.mtu).saturating_sub(IP_UDP_HEADERS + HEADER_LEN) / 4).max(1)
+    }
+}
+
+/// A datagram to send, written into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    pub peer: u16,
+    /// Index into the peer's path addresses.
+    pub path: usize,
+    /// The IP TOS byte: DSCP and ECN.
+    pub tos: u8,
+    pub len: usize,
+}
+
+/// Completions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The receiver stopped the message (or it was empty).
+    SendDone { peer: u16, id: MessageId },
+    /// Enough of the message arrived; `delivered` is the fraction of its elements.
+    RecvDone {
+        peer: u16,
+        id: MessageId,
+        delivered: f64,
+    },
+}
+
+/// Probes are repeated after at least this long without an answer, and at most after
+/// this long.
+const PROBE_FLOOR_US: f64 = 1_000.0;
+const PROBE_CAP_US: f64 = 200_000.0;
+
+/// How long to wait for an answer to a probe: the RTO, doubled for each probe in a
+/// row left unanswered, capped.
+fn probe_wait_ns(rto_us: f64, unanswered: u32) -> u64 {
+    let wait_us = rto_us * f64::from(1u32 << unanswered.min(16));
+    (wait_us.min(PROBE_CAP_US) * 1_000.0) as u64
+}
+
+#[derive(Debug)]
+struct Outgoing {
+    region: Region,
+    layers: LayerMap,
+    threshold: f32,
+    packets: u32,
+    next: u32,
+    resend: VecDeque<u32>,
+    ready: bool,
+    /// Waiting for an answer to a probe; when to probe again.
+    probe_deadline: Option<u64>,
+    /// Probes in a row that got no answer (the backoff exponent).
+    unanswered: u32,
+}
+
+impl Outgoing {
+    fn has_data(&self) -> bool {
+        self.ready && (self.next < self.packets || !self.resend.is_empty())
+    }
+}
+
+#[derive(Debug)]
+struct Incoming {
+    region: Region,
+    place: Place,
+    packets: u32,
+    bitmap: Vec<u64>,
+    received_elems: usize,
+    need_elems: usize,
+    last_seen: bool,
+    done: bool,
+}
+
+impl Incoming {
+    fn has(&self, seq: u32) -> bool {
+        self.bitmap[seq as usize / 64] & (1 << (seq % 64)) != 0
+    }
+
+    fn missing(&self) -> Vec<(u32, u32)> {
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for seq in 0..self.packets {
+            if !self.has(seq) {
+                match ranges.last_mut() {
+                    Some((first, n)) if *first + *n == seq => *n += 1,
+                    _ => ranges.push((seq, 1)),
+                }
+                if ranges.len() == control::MAX_RANGES {
+                    break;
+                }
+            }
+        }
+        ranges
+    }
+}
+
+#[derive(Debug)]
+struct Peer {
+    timely: Timely,
+    pacer: Pacer,
+    next_path: usize,
+    paths: usize,
+    since_ack: u32,
+}
+
+/// One host's end of the transport.
+pub struct Endpoint {
+    config: EndpointConfig,
+    payload_elems: usize,
+    classes: Classes,
+    importance: Importance,
+    peers: Vec<Peer>,
+    sends: HashMap<(u16, MessageId), Outgoing>,
+    recvs: HashMap<(u16, MessageId), Incoming>,
+    /// Sends with something to transmit, served round-robin.
+    active: VecDeque<(u16, MessageId)>,
+    /// READYs that came before the send was posted.
+    early_ready: HashSet<(u16, MessageId)>,
+    acks: VecDeque<(u16, MessageId, u32, u64)>,
+    control: VecDeque<(u16, Control)>,
+    events: VecDeque<Event>,
+    counters: Counters,
+}
+
+impl Endpoint {
+    pub fn new(config: EndpointConfig, now: u64) -> Endpoint {
+        let peers = (0..config.world)
+            .map(|rank| Peer {
+                timely: Timely::new(config.rate, config.line_bps),
+                pacer: Pacer::new(now),
+                next_path: 0,
+                paths: config
+                    .paths
+                    .get(usize::from(rank))
+                    .copied()
+                    .unwrap_or(1)
+                    .max(1),
+                since_ack: 0,
+            })
+            .collect();
+        Endpoint {
+            payload_elems: config.payload_elems(),
+            classes: Classes::new(&config.tagging),
+            importance: config.tagging.importance,
+            counters: Counters::new(config.world),
+            peers,
+            sends: HashMap::new(),
+            recvs: HashMap::new(),
+            active: VecDeque::new(),
+            early_ready: HashSet::new(),
+            acks: VecDeque::new(),
+            control: VecDeque::new(),
+            events: VecDeque::new(),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    pub fn counters(&self) -> Counters {
+        let mut counters = self.counters.clone();
+        for (peer, c) in self.peers.iter().zip(&mut counters.peers) {
+            c.rate_mbps = peer.timely.rate_bps() / 1e6;
+            c.srtt_us = peer.timely.srtt_us();
+        }
+        counters
+    }
+
+    fn packets_for(&self, elems: usize) -> u32 {
+        elems.div_ceil(self.payload_elems) as u32
+    }
+
+    /// Sends `region` to `peer` as message `id`, once the peer is ready for it.
+    pub fn post_send(&mut self, peer: u16, id: MessageId, region: Region, layers: LayerMap) {
+        let threshold = {
+            let buffer = region.buffer.borrow();
+            let values = &buffer[region.start..region.start + region.len];
+            tagging::threshold(
+                values,
+                self.importance.quantile,
+                self.importance.sample_fraction,
+            )
+        };
+        let packets = self.packets_for(region.len);
+        if packets == 0 {
+            self.events.push_back(Event::SendDone { peer, id });
+            return;
+        }
+        let ready = self.early_ready.remove(&(peer, id));
+        self.sends.insert(
+            (peer, id),
+            Outgoing {
+                region,
+                layers,
+                threshold,
+                packets,
+                next: 0,
+                resend: VecDeque::new(),
+                ready,
+                probe_deadline: None,
+                unanswered: 0,
+            },
+        );
+        if ready {
+            self.active.push_back((peer, id));
+        }
+    }
+
+    /// Receives message `id` from `peer` into `region`; done once all but `loss_bound`
+    /// of it has arrived. Tells the peer to start.
+    pub fn post_recv(
+        &mut self,
+        peer: u16,
+        id: MessageId,
+        region: Region,
+        place: Place,
+        loss_bound: f64,
+    ) {
+        let packets = self.packets_for(region.len);
+        let need_elems = ((1.0 - loss_bound.clamp(0.0, 1.0)) * region.len as f64).ceil() as usize;
+        if packets == 0 {
+            self.events.push_back(Event::RecvDone {
+                peer,
+                id,
+                delivered: 1.0,
+            });
+            return;
+        }
+        self.recvs.insert(
+            (peer, id),
+            Incoming {
+                region,
+                place,
+                packets,
+                bitmap: vec![0; (packets as usize).div_ceil(64)],
+                received_elems: 0,
+                need_elems,
+                last_seen: false,
+                done: false,
+            },
+        );
+        self.control.push_back((peer, Control::Ready(id)));
+    }
+
+    /// Drops every message of `tensor`/`round` (a failed or abandoned collective).
+    pub fn cancel(&mut self, tensor: u32, round: u32) {
+        let ours = |id: &MessageId| id.tensor == tensor && id.round == round;
+        self.sends.retain(|(_, id), _| !ours(id));
+        self.recvs.retain(|(_, id), _| !ours(id));
+        self.active.retain(|(_, id)| !ours(id));
+        self.early_ready.retain(|(_, id)| !ours(id));
+    }
+
+    /// Ends a receive short of its bound if its sender has sent everything once
+    /// (OptiReduce's early exit for a straggling phase). Returns whether it ended.
+    pub fn finish_recv_early(&mut self, peer: u16, id: MessageId) -> bool {
+        let Some(recv) = self.recvs.get_mut(&(peer, id)) else {
+            return false;
+        };
+        if recv.done || !recv.last_seen {
+            return false;
+        }
+        recv.done = true;
+        self.counters.bound_missed += 1;
+        let delivered = recv.received_elems as f64 / recv.region.len as f64;
+        self.control.push_back((peer, Control::Stop(id)));
+        self.events.push_back(Event::RecvDone {
+            peer,
+            id,
+            delivered,
+        });
+        true
+    }
+
+    /// Forgets a finished receive; later packets for it count as late.
+    pub fn release_recv(&mut self, peer: u16, id: MessageId) {
+        self.recvs.remove(&(peer, id));
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    pub fn poll_control(&mut self) -> Option<(u16, Control)> {
+        self.control.pop_front()
+    }
+
+    /// A datagram that arrived.
+    pub fn handle_datagram(&mut self, now: u64, bytes: &[u8]) {
+        let packet = match Packet::new_checked(bytes) {
+            Ok(p) => p,
+            Err(e) => return self.counters.dropped.wire(e),
+        };
+        if packet.job() != self.config.job {
+            self.counters.dropped.foreign_job += 1;
+            return;
+        }
+        let peer = packet.rank();
+        if peer >= self.config.world || peer == self.config.rank {
+            self.counters.dropped.unknown_rank += 1;
+            return;
+        }
+        let header = Header::parse(&packet);
+        match header.kind {
+            Kind::Ack => self.on_ack(now, peer, &header),
+            Kind::Data => self.on_data(peer, &header, packet.payload()),
+        }
+    }
+
+    fn on_ack(&mut self, now: u64, peer: u16, header: &Header) {
+        self.counters.peers[usize::from(peer)].acks_received += 1;
+        if header.timestamp <= now {
+            let rtt_us = (now - header.timestamp) as f64 / 1_000.0;
+            self.peers[usize::from(peer)].timely.on_rtt(rtt_us);
+        }
+    }
+
+    fn on_data(&mut self, peer: u16, header: &Header, payload: &[u8]) {
+        let key = (peer, header.id);
+        let payload_elems = self.payload_elems;
+        let counters = &mut self.counters.peers[usize::from(peer)];
+        let Some(recv) = self.recvs.get_mut(&key) else {
+            counters.late += 1;
+            return;
+        };
+        let seq = header.sequence;
+        let offset_elems = seq as usize * payload_elems;
+        let elems = usize::from(header.length) / 4;
+        let expected = recv
+            .region
+            .len
+            .saturating_sub(offset_elems)
+            .min(payload_elems);
+        if seq >= recv.packets || header.offset != offset_elems as u64 * 4 || elems != expected {
+            self.counters.dropped.out_of_range += 1;
+            return;
+        }
+        counters.packets_received += 1;
+        counters.bytes_received += u64::from(header.length);
+        let peer_state = &mut self.peers[usize::from(peer)];
+        peer_state.since_ack += 1;
+        if peer_state.since_ack >= self.config.rate.ack_every.max(1) {
+            peer_state.since_ack = 0;
+            self.acks
+                .push_back((peer, header.id, seq, header.timestamp));
+        }
+        if recv.done {
+            counters.late += 1;
+            return;
+        }
+        if recv.has(seq) {
+            counters.duplicates += 1;
+            return;
+        }
+        recv.bitmap[seq as usize / 64] |= 1 << (seq % 64);
+        {
+            let mut buffer = recv.region.buffer.borrow_mut();
+            let start = recv.region.start + offset_elems;
+            let target = &mut buffer[start..start + elems];
+            let values = payload
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")));
+            match recv.place {
+                Place::Copy => target.iter_mut().zip(values).for_each(|(t, v)| *t = v),
+                Place::Add => target.iter_mut().zip(values).for_each(|(t, v)| *t += v),
+            }
+        }
+        recv.received_elems += elems;
+        if header.flags.has(Flags::LAST) {
+            recv.last_seen = true;
+        }
+        if recv.received_elems >= recv.need_elems {
+            recv.done = true;
+            let delivered = recv.received_elems as f64 / recv.region.len as f64;
+            self.control.push_back((peer, Control::Stop(header.id)));
+            self.events.push_back(Event::RecvDone {
+                peer,
+                id: header.id,
+                delivered,
+            });
+        }
+    }
+
+    /// A control message from `peer` (its connection said who it is).
+    pub fn handle_control(&mut self, now: u64, peer: u16, message: Control) {
+        match message {
+            Control::Hello { .. } => {}
+            Control::Ready(id) => match self.sends.get_mut(&(peer, id)) {
+                Some(send) if !send.ready => {
+                    send.ready = true;
+                    self.active.push_back((peer, id));
+                }
+                Some(_) => {}
+                None => {
+                    self.early_ready.insert((peer, id));
+                }
+            },
+            Control::Stop(id) => {
+                if self.sends.remove(&(peer, id)).is_some() {
+                    self.active.retain(|k| *k != (peer, id));
+                    self.events.push_back(Event::SendDone { peer, id });
+                }
+            }
+            Control::Probe(id) => {
+                let reply = match self.recvs.get(&(peer, id)) {
+                    Some(recv) if !recv.done => {
+                        self.counters.bitmaps_sent += 1;
+                        Control::Bitmap {
+                            id,
+                            missing: recv.missing(),
+                        }
+                    }
+                    _ => Control::Stop(id),
+                };
+                self.control.push_back((peer, reply));
+            }
+            Control::Bitmap { id, missing } => {
+                let Some(send) = self.sends.get_mut(&(peer, id)) else {
+                    return;
+                };
+                send.probe_deadline = None;
+                send.unanswered = 0;
+                let packets = send.packets;
+                for (first, n) in missing {
+                    let end = first.saturating_add(n).min(packets);
+                    send.resend.extend(first.min(end)..end);
+                }
+                if send.resend.is_empty() {
+                    // Nothing missing yet no STOP: the STOP is on its way; ask again later.
+                    let rto = self.peers[usize::from(peer)].timely.rto_us(PROBE_FLOOR_US);
+                    send.probe_deadline = Some(now + probe_wait_ns(rto, 0));
+                } else if !self.active.contains(&(peer, id)) {
+                    self.active.push_back((peer, id));
+                }
+            }
+        }
+    }
+
+    /// The next datagram to send now, written into `buf` (at least MTU bytes): pending
+    /// acknowledgements first, then data as the pacers allow.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some((peer, id, seq, echo)) = self.acks.pop_front() {
+            let header = Header {
+                kind: Kind::Ack,
+                flags: Flags::default(),
+                class: 0,
+                rank: self.config.rank,
+                job: self.config.job,
+                id,
+                layer: 0,
+                sequence: seq,
+                length: 0,
+                offset: 0,
+                timestamp: echo,
+            };
+            Packet::new_unchecked(&mut buf[..HEADER_LEN]).emit(&header);
+            self.counters.peers[usize::from(peer)].acks_sent += 1;
+            return Some(Transmit {
+                peer,
+                path: 0,
+                tos: tagging::tos(self.classes.control_dscp(), false),
+                len: HEADER_LEN,
+            });
+        }
+        for _ in 0..self.active.len() {
+            let key = self.active.pop_front()?;
+            let Some(send) = self.sends.get(&key) else {
+                continue;
+            };
+            if !send.has_data() {
+                continue;
+            }
+            let peer = &mut self.peers[usize::from(key.0)];
+            let bytes = HEADER_LEN + self.payload_elems * 4 + IP_UDP_HEADERS;
+            if !peer.pacer.take(now, peer.timely.rate_bps(), bytes) {
+                self.active.push_back(key);
+                continue;
+            }
+            let transmit = self.emit_data(now, key, buf);
+            self.active.push_back(key);
+            return Some(transmit);
+        }
+        None
+    }
+
+    fn emit_data(&mut self, now: u64, key: (u16, MessageId), buf: &mut [u8]) -> Transmit {
+        let payload_elems = self.payload_elems;
+        let send = self.sends.get_mut(&key).expect("an active send");
+        let (seq, retransmit) = match send.resend.pop_front() {
+            Some(seq) => (seq, true),
+            None => {
+                send.next += 1;
+                (send.next - 1, false)
+            }
+        };
+        let first = seq as usize * payload_elems;
+        let elems = send.region.len.saturating_sub(first).min(payload_elems);
+        let absolute = send.region.start + first;
+        let layer = match send
+            .layers
+            .binary_search_by(|(start, _)| start.cmp(&absolute))
+        {
+            Ok(i) => send.layers[i].1,
+            Err(0) => 0,
+            Err(i) => send.layers[i - 1].1,
+        };
+        let buffer = send.region.buffer.borrow();
+        let values = &buffer[absolute..absolute + elems];
+        let important = tagging::important(values, send.threshold);
+        let mut flags = 0;
+        if seq + 1 == send.packets {
+            flags |= Flags::LAST;
+        }
+        if important {
+            flags |= Flags::IMPORTANT;
+        }
+        if retransmit {
+            flags |= Flags::RETRANSMIT;
+        }
+        let class = self.classes.class(layer);
+        let header = Header {
+            kind: Kind::Data,
+            flags: Flags(flags),
+            class,
+            rank: self.config.rank,
+            job: self.config.job,
+            id: key.1,
+            layer,
+            sequence: seq,
+            length: (elems * 4) as u16,
+            offset: first as u64 * 4,
+            timestamp: now,
+        };
+        let len = HEADER_LEN + elems * 4;
+        let mut packet = Packet::new_unchecked(&mut buf[..len]);
+        packet.emit(&header);
+        for (out, v) in packet.payload_mut().chunks_exact_mut(4).zip(values) {
+            out.copy_from_slice(&v.to_le_bytes());
+        }
+        drop(buffer);
+        let first_pass_over = send.next == send.packets && send.resend.is_empty();
+        if first_pass_over && send.probe_deadline.is_none() {
+            let rto = self.peers[usize::from(key.0)].timely.rto_us(PROBE_FLOOR_US);
+            send.probe_deadline = Some(now + probe_wait_ns(rto, send.unanswered));
+            self.control.push_back((key.0, Control::Probe(key.1)));
+            self.counters.probes_sent += 1;
+        }
+        let peer = &mut self.peers[usize::from(key.0)];
+        let path = peer.next_path % peer.paths;
+        peer.next_path = peer.next_path.wrapping_add(1);
+        let counters = &mut self.counters.peers[usize::from(key.0)];
+        counters.packets_sent += 1;
+        counters.bytes_sent += (elems * 4) as u64;
+        if retransmit {
+            counters.packets_retransmitted += 1;
+        }
+        let class_counters = self.counters.class(class);
+        class_counters.packets_sent += 1;
+        if important {
+            class_counters.important_sent += 1;
+        }
+        Transmit {
+            peer: key.0,
+            path,
+            tos: tagging::tos(self.classes.dscp(layer), important),
+            len,
+        }
+    }
+
+    /// When the endpoint next needs [`Endpoint::handle_timeout`] or can send again.
+    pub fn next_timeout(&self) -> Option<u64> {
+        let probes = self.sends.values().filter_map(|s| s.probe_deadline);
+        let bytes = HEADER_LEN + self.payload_elems * 4 + IP_UDP_HEADERS;
+        let pacing = self.active.iter().filter_map(|key| {
+            let send = self.sends.get(key)?;
+            if !send.has_data() {
+                return None;
+            }
+            let peer = &self.peers[usize::from(key.0)];
+            Some(peer.pacer.ready_at(peer.timely.rate_bps(), bytes))
+        });
+        probes.chain(pacing).min()
+    }
+
+    /// Repeats probes that got no answer in time.
+    pub fn handle_timeout(&mut self, now: u64) {
+        for ((peer, id), send) in &mut self.sends {
+            if send.probe_deadline.is_some_and(|d| d <= now) && send.resend.is_empty() {
+                send.unanswered += 1;
+                let rto = self.peers[usize::from(*peer)].timely.rto_us(PROBE_FLOOR_US);
+                send.probe_deadline = Some(now + probe_wait_ns(rto, send.unanswered));
+                self.control.push_back((*peer, Control::Probe(*id)));
+                self.counters.probes_sent += 1;
+            }
+        }
+    }
+
+    /// Whether anything is waiting to go out right now (acknowledgements or control).
+    pub fn has_pending_output(&self) -> bool {
+        !self.acks.is_empty() || !self.control.is_empty()
+    }
+}

@@ -1,0 +1,187 @@
+//! Rate control (MLT §4.2.3, TIMELY-like) and the pacer that enforces the rate.
+//!
+//! A flow starts at line rate. Every acknowledgement echoes a send timestamp; its RTT
+//! and the RTT gradient (the change from the previous sample) update the rate:
+//! - RTT above `t_high`: multiplicative decrease, `rate · (1 − β·(1 − t_high/rtt))`;
+//! - otherwise, RTT below `t_low` or a negative gradient: additive increase, `rate + α`.
+//!
+//! MLT lists the two rules without an order; the decrease is checked first, as in
+//! TIMELY, so a queue above `t_high` always shrinks the rate even while it drains. The
+//! rate stays between a floor and the line rate.
+
+use crate::config::RateControl;
+
+/// The smallest rate a flow is slowed to: a floor keeps probing for recovery.
+const MIN_RATE_BPS: f64 = 10e6;
+
+/// The rate of one destination.
+#[derive(Debug, Clone)]
+pub struct Timely {
+    config: RateControl,
+    line_bps: f64,
+    rate_bps: f64,
+    previous_rtt_us: Option<f64>,
+    /// Smoothed RTT and its variation (RFC 6298 style), for retransmission timers.
+    srtt_us: Option<f64>,
+    rttvar_us: f64,
+}
+
+impl Timely {
+    pub fn new(config: RateControl, line_bps: f64) -> Timely {
+        Timely {
+            config,
+            line_bps,
+            rate_bps: line_bps,
+            previous_rtt_us: None,
+            srtt_us: None,
+            rttvar_us: 0.0,
+        }
+    }
+
+    pub fn rate_bps(&self) -> f64 {
+        self.rate_bps
+    }
+
+    pub fn srtt_us(&self) -> Option<f64> {
+        self.srtt_us
+    }
+
+    /// A retransmission timeout from the RTT samples: srtt + 4·rttvar, at least
+    /// `floor_us` (and `floor_us` before any sample).
+    pub fn rto_us(&self, floor_us: f64) -> f64 {
+        match self.srtt_us {
+            Some(srtt) => (srtt + 4.0 * self.rttvar_us).max(floor_us),
+            None => floor_us,
+        }
+    }
+
+    /// One RTT sample, in microseconds.
+    pub fn on_rtt(&mut self, rtt_us: f64) {
+        let gradient = self.previous_rtt_us.map(|prev| rtt_us - prev);
+        self.previous_rtt_us = Some(rtt_us);
+        match self.srtt_us {
+            None => {
+                self.srtt_us = Some(rtt_us);
+                self.rttvar_us = rtt_us / 2.0;
+            }
+            Some(srtt) => {
+                self.rttvar_us = 0.75 * self.rttvar_us + 0.25 * (srtt - rtt_us).abs();
+                self.srtt_us = Some(0.875 * srtt + 0.125 * rtt_us);
+            }
+        }
+        let c = &self.config;
+        if rtt_us > c.t_high_us {
+            self.rate_bps *= 1.0 - c.beta * (1.0 - c.t_high_us / rtt_us);
+        } else if rtt_us < c.t_low_us || gradient.is_some_and(|g| g < 0.0) {
+            self.rate_bps += c.alpha_mbps * 1e6;
+        }
+        self.rate_bps = self
+            .rate_bps
+            .clamp(MIN_RATE_BPS.min(self.line_bps), self.line_bps);
+    }
+}
+
+/// A token bucket of bytes refilled at the flow's rate.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    tokens: f64,
+    updated_ns: u64,
+}
+
+/// How long a burst may be, in time at the current rate.
+const BURST_NS: f64 = 250_000.0;
+
+impl Pacer {
+    pub fn new(now_ns: u64) -> Pacer {
+        Pacer {
+            tokens: 0.0,
+            updated_ns: now_ns,
+        }
+    }
+
+    fn capacity(rate_bps: f64, packet: usize) -> f64 {
+        (rate_bps / 8.0 * BURST_NS / 1e9).max(2.0 * packet as f64)
+    }
+
+    fn refill(&mut self, now_ns: u64, rate_bps: f64, packet: usize) {
+        let elapsed = now_ns.saturating_sub(self.updated_ns) as f64;
+        self.tokens =
+            (self.tokens + elapsed * rate_bps / 8e9).min(Self::capacity(rate_bps, packet));
+        self.updated_ns = now_ns;
+    }
+
+    /// Takes `bytes` if the bucket holds them.
+    pub fn take(&mut self, now_ns: u64, rate_bps: f64, bytes: usize) -> bool {
+        self.refill(now_ns, rate_bps, bytes);
+        if self.tokens >= bytes as f64 {
+            self.tokens -= bytes as f64;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When `bytes` will be available.
+    pub fn ready_at(&self, rate_bps: f64, bytes: usize) -> u64 {
+        let missing = (bytes as f64 - self.tokens).max(0.0);
+        self.updated_ns + (missing * 8e9 / rate_bps).ceil() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timely() -> Timely {
+        Timely::new(RateControl::default(), 100e9)
+    }
+
+    #[test]
+    fn a_flow_starts_at_line_rate_and_follows_the_two_rules() {
+        let mut t = Timely::new(RateControl::default(), 10e9);
+        assert_eq!(t.rate_bps(), 10e9);
+        // Above T_high (125 µs): rate · (1 − 0.8 · (1 − 125/250)) = 0.6 · rate.
+        t.on_rtt(250.0);
+        assert!((t.rate_bps() - 6e9).abs() < 1.0);
+        // Below T_low (12.5 µs): + 40 Mbit/s.
+        t.on_rtt(10.0);
+        assert!((t.rate_bps() - 6.04e9).abs() < 1.0);
+        // Between the thresholds, falling RTT: + α; rising: unchanged.
+        t.on_rtt(100.0);
+        let before = t.rate_bps();
+        t.on_rtt(50.0);
+        assert!((t.rate_bps() - before - 40e6).abs() < 1.0);
+        let before = t.rate_bps();
+        t.on_rtt(60.0);
+        assert_eq!(t.rate_bps(), before);
+    }
+
+    #[test]
+    fn the_rate_stays_between_the_floor_and_line_rate() {
+        let mut t = timely();
+        for _ in 0..10 {
+            t.on_rtt(1.0);
+        }
+        assert_eq!(t.rate_bps(), 100e9);
+        for _ in 0..1000 {
+            t.on_rtt(1e6);
+        }
+        assert_eq!(t.rate_bps(), MIN_RATE_BPS);
+    }
+
+    #[test]
+    fn the_pacer_releases_bytes_at_the_rate() {
+        let mut p = Pacer::new(0);
+        let rate = 8e9; // 1 byte per ns
+        assert!(!p.take(0, rate, 1000));
+        assert_eq!(p.ready_at(rate, 1000), 1000);
+        assert!(p.take(1000, rate, 1000));
+        assert!(!p.take(1000, rate, 1));
+        // Idle time fills the bucket only up to its capacity (250 µs at this rate).
+        let mut taken = 0;
+        while p.take(10_000_000, rate, 1000) {
+            taken += 1000;
+        }
+        assert_eq!(taken, 250_000);
+    }
+}

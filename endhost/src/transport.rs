@@ -1,0 +1,318 @@
+//! The transport as an application uses it: start it from a host's configuration, then
+//! run collectives (`async`), or post sends and receives and poll a completion queue
+//! (MLT §5.1's post_send / post_recv / poll_cq).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::collective::{Algorithm, Allreduce, Done, Engine, OpError};
+use crate::config::TransportConfig;
+use crate::datapath::udp::UdpDatapath;
+use crate::driver::{Driver, Inbound, Reply, Wake};
+use crate::mesh::{self, MeshConfig, MeshError};
+use crate::proto::{Counters, Endpoint, EndpointConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("data socket: {0}")]
+    Socket(#[source] std::io::Error),
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
+    #[error(transparent)]
+    Op(#[from] OpError),
+    #[error("the transport has stopped")]
+    Stopped,
+}
+
+/// How to start besides the configuration.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long to wait for every peer to come up.
+    pub connect_timeout: Duration,
+    /// Bind the data socket here instead of 0.0.0.0 (tests on one host).
+    pub bind: Option<Ipv4Addr>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            connect_timeout: Duration::from_secs(60),
+            bind: None,
+        }
+    }
+}
+
+/// A posted operation's handle and result.
+pub type Finished = (u64, Result<Done, OpError>);
+
+/// A running transport. Dropping it stops the datapath thread after the operations in
+/// flight.
+pub struct Transport {
+    config: TransportConfig,
+    inbound: Sender<Inbound>,
+    wake: Arc<Wake>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    queue: (Sender<Finished>, Receiver<Finished>),
+    next_handle: u64,
+}
+
+impl Transport {
+    /// Binds the data socket, connects the control channel to every peer (waiting for
+    /// them up to `options.connect_timeout`), and starts the datapath thread. Call from
+    /// within a tokio runtime, which then runs the control channel.
+    pub async fn start(
+        config: TransportConfig,
+        options: Options,
+    ) -> Result<Transport, TransportError> {
+        let world = config.job.world_size as usize;
+        let rank = config.rank as usize;
+        if config.peers.len() + 1 != world || rank >= world {
+            return Err(TransportError::Config(format!(
+                "rank {rank} with {} peers does not make a job of {world}",
+                config.peers.len()
+            )));
+        }
+        let rank16 =
+            u16::try_from(rank).map_err(|_| TransportError::Config("rank above 65535".into()))?;
+        let ports = config.job.ports;
+        let mut control_addresses = vec![SocketAddrV4::new(config.local.ip, ports.control); world];
+        let mut paths = vec![Vec::new(); world];
+        for peer in &config.peers {
+            let r = peer.rank as usize;
+            if r >= world || r == rank {
+                return Err(TransportError::Config(format!(
+                    "peer rank {r} is out of the job"
+                )));
+            }
+            control_addresses[r] = SocketAddrV4::new(peer.ip, ports.control);
+            let addresses = if peer.paths.is_empty() {
+                vec![peer.ip]
+            } else {
+                peer.paths.clone()
+            };
+            paths[r] = addresses
+                .into_iter()
+                .map(|a| SocketAddrV4::new(a, ports.data))
+                .collect();
+        }
+        let bind = SocketAddrV4::new(options.bind.unwrap_or(Ipv4Addr::UNSPECIFIED), ports.data);
+        let datapath = UdpDatapath::bind(bind).map_err(TransportError::Socket)?;
+        let (inbound_tx, inbound_rx) = std::sync::mpsc::channel();
+        let wake = Wake::new().map_err(TransportError::Socket)?;
+        let waker = wake.clone();
+        let mesh = mesh::connect(
+            &MeshConfig {
+                job: config.job.job_id,
+                rank: rank16,
+                addresses: control_addresses,
+                connect_timeout: options.connect_timeout,
+            },
+            inbound_tx.clone(),
+            move || waker.wake(),
+        )
+        .await?;
+        let endpoint_config = EndpointConfig {
+            job: config.job.job_id,
+            rank: rank16,
+            world: world as u16,
+            mtu: config.job.mtu,
+            rate: config.job.rate_control,
+            line_bps: config.local.line_rate_mbps as f64 * 1e6,
+            tagging: config.job.tagging.clone(),
+            paths: paths.iter().map(Vec::len).collect(),
+        };
+        let timeouts = config.job.timeouts;
+        let control = mesh.outgoing;
+        let thread_wake = wake.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("endhost-rank{rank}"))
+            .spawn(move || {
+                let endpoint = Endpoint::new(endpoint_config, 0);
+                Driver {
+                    engine: Engine::new(endpoint, timeouts),
+                    datapath,
+                    paths,
+                    control,
+                    inbound: inbound_rx,
+                    wake: thread_wake,
+                    epoch: Instant::now(),
+                }
+                .run()
+            })
+            .map_err(TransportError::Socket)?;
+        Ok(Transport {
+            config,
+            inbound: inbound_tx,
+            wake,
+            thread: Some(thread),
+            queue: std::sync::mpsc::channel(),
+            next_handle: 1,
+        })
+    }
+
+    pub fn config(&self) -> &TransportConfig {
+        &self.config
+    }
+
+    fn submit(&self, inbound: Inbound) -> Result<(), TransportError> {
+        self.inbound
+            .send(inbound)
+            .map_err(|_| TransportError::Stopped)?;
+        self.wake.wake();
+        Ok(())
+    }
+
+    /// An allreduce of `spec` (see [`Allreduce`]); the algorithm and loss bound default
+    /// to the job's when built with [`Transport::allreduce_spec`].
+    pub async fn allreduce(&self, spec: Allreduce) -> Result<Done, TransportError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Inbound::Allreduce(Box::new(spec), Reply::Future(tx)))?;
+        Ok(rx.await.map_err(|_| TransportError::Stopped)??)
+    }
+
+    /// An allreduce of `data` over the whole job with the job's collective and loss
+    /// bound, tensor `tensor`, all in `layer`.
+    pub fn allreduce_spec(&self, tensor: u32, data: Vec<f32>, layer: u16) -> Allreduce {
+        let algorithm = match self.config.job.collective {
+            crate::config::Collective::Ring => Algorithm::Ring,
+            crate::config::Collective::Transpose => Algorithm::Transpose,
+            crate::config::Collective::Ps => Algorithm::Ps {
+                servers: (0..self.config.job.world_size as u16).collect(),
+            },
+        };
+        Allreduce {
+            tensor,
+            data,
+            algorithm,
+            group: None,
+            weights: None,
+            layers: vec![(0, layer)],
+            loss_bound: self.config.job.loss_bound,
+        }
+    }
+
+    /// Sends `data` to `peer` as the next message of `tensor`; done when the peer has
+    /// stopped it.
+    pub async fn send(
+        &self,
+        peer: u16,
+        tensor: u32,
+        data: Vec<f32>,
+        layer: u16,
+    ) -> Result<Done, TransportError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Inbound::Send {
+            peer,
+            tensor,
+            data,
+            layer,
+            reply: Reply::Future(tx),
+        })?;
+        Ok(rx.await.map_err(|_| TransportError::Stopped)??)
+    }
+
+    /// Receives the next message of `tensor` from `peer`: `len` values, all but
+    /// `loss_bound` of them.
+    pub async fn recv(
+        &self,
+        peer: u16,
+        tensor: u32,
+        len: usize,
+        loss_bound: f64,
+    ) -> Result<Done, TransportError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Inbound::Recv {
+            peer,
+            tensor,
+            len,
+            loss_bound,
+            reply: Reply::Future(tx),
+        })?;
+        Ok(rx.await.map_err(|_| TransportError::Stopped)??)
+    }
+
+    fn handle(&mut self) -> u64 {
+        let h = self.next_handle;
+        self.next_handle += 1;
+        h
+    }
+
+    /// Posts a send (MLT's post_send); its completion comes from [`Transport::poll`].
+    pub fn post_send(
+        &mut self,
+        peer: u16,
+        tensor: u32,
+        data: Vec<f32>,
+        layer: u16,
+    ) -> Result<u64, TransportError> {
+        let handle = self.handle();
+        let reply = Reply::Queue(self.queue.0.clone(), handle);
+        self.submit(Inbound::Send {
+            peer,
+            tensor,
+            data,
+            layer,
+            reply,
+        })?;
+        Ok(handle)
+    }
+
+    /// Posts a receive (MLT's post_recv); its completion comes from [`Transport::poll`].
+    pub fn post_recv(
+        &mut self,
+        peer: u16,
+        tensor: u32,
+        len: usize,
+        loss_bound: f64,
+    ) -> Result<u64, TransportError> {
+        let handle = self.handle();
+        let reply = Reply::Queue(self.queue.0.clone(), handle);
+        self.submit(Inbound::Recv {
+            peer,
+            tensor,
+            len,
+            loss_bound,
+            reply,
+        })?;
+        Ok(handle)
+    }
+
+    /// Posts an allreduce; its completion comes from [`Transport::poll`].
+    pub fn post_allreduce(&mut self, spec: Allreduce) -> Result<u64, TransportError> {
+        let handle = self.handle();
+        let reply = Reply::Queue(self.queue.0.clone(), handle);
+        self.submit(Inbound::Allreduce(Box::new(spec), reply))?;
+        Ok(handle)
+    }
+
+    /// The next completion of a posted operation, if any (MLT's poll_cq); never blocks.
+    pub fn poll(&self) -> Option<Finished> {
+        self.queue.1.try_recv().ok()
+    }
+
+    /// Waits up to `timeout` for the next completion of a posted operation.
+    pub fn poll_wait(&self, timeout: Duration) -> Option<Finished> {
+        self.queue.1.recv_timeout(timeout).ok()
+    }
+
+    pub async fn counters(&self) -> Result<Counters, TransportError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Inbound::Counters(tx))?;
+        rx.await.map_err(|_| TransportError::Stopped)
+    }
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        let _ = self.submit(Inbound::Shutdown);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

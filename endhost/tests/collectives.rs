@@ -1,0 +1,261 @@
+//! The sans-IO core and collectives on a simulated network that loses, duplicates and
+//! reorders packets: every receive gets at least 1 − p of its data, p = 0 is exact, and
+//! results are sums of what was delivered — never garbage, never a value added twice.
+
+mod sim;
+
+use endhost::collective::{Algorithm, Allreduce, Completion};
+use endhost::config::Timeouts;
+use proptest::prelude::*;
+use sim::{Faults, Sim, result_of};
+
+const STRICT: Timeouts = Timeouts {
+    phase_ms: 60_000,
+    adaptive: false,
+};
+
+fn algorithm(code: u8, world: u16) -> Algorithm {
+    match code % 3 {
+        0 => Algorithm::Ring,
+        1 => Algorithm::Transpose,
+        _ => Algorithm::Ps {
+            servers: (0..world).step_by(2).collect(),
+        },
+    }
+}
+
+/// Rank r contributes 2^r to every element, so a result names the ranks it sums.
+fn run_allreduce(
+    world: u16,
+    len: usize,
+    algorithm: &Algorithm,
+    loss_bound: f64,
+    faults: Faults,
+    seed: u64,
+) -> Vec<Completion> {
+    let mut sim = Sim::new(world, faults, seed, STRICT);
+    let mut ops = Vec::new();
+    for rank in 0..world {
+        let spec = Allreduce {
+            tensor: 3,
+            data: vec![(1u32 << rank) as f32; len],
+            algorithm: algorithm.clone(),
+            group: None,
+            weights: None,
+            layers: vec![(0, 0), (len / 2, 5)],
+            loss_bound,
+        };
+        ops.push(sim.engines[usize::from(rank)].allreduce(0, spec));
+    }
+    let completions = sim.run(120_000_000_000);
+    ops.iter()
+        .enumerate()
+        .map(|(rank, op)| result_of(&completions[rank], *op).clone())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn without_loss_bound_every_allreduce_is_exact(
+        world in 2u16..6,
+        len in 1usize..6000,
+        code in 0u8..3,
+        loss in 0.0f64..0.3,
+        duplicate in 0.0f64..0.2,
+        jitter in 0u64..200_000,
+        seed in any::<u64>(),
+    ) {
+        let algorithm = algorithm(code, world);
+        let faults = Faults { loss, duplicate, jitter_ns: jitter };
+        let all = ((1u32 << world) - 1) as f32;
+        for c in run_allreduce(world, len, &algorithm, 0.0, faults, seed) {
+            let done = c.result.as_ref().expect("the allreduce succeeds");
+            prop_assert_eq!(done.delivered, 1.0);
+            prop_assert!(done.data.iter().all(|&v| v == all));
+        }
+    }
+
+    #[test]
+    fn with_a_loss_bound_every_receive_gets_at_least_one_minus_p(
+        world in 2u16..6,
+        len in 2000usize..20000,
+        code in 0u8..3,
+        p in 0.0f64..0.2,
+        loss in 0.0f64..0.3,
+        duplicate in 0.0f64..0.1,
+        jitter in 0u64..100_000,
+        seed in any::<u64>(),
+    ) {
+        let algorithm = algorithm(code, world);
+        let faults = Faults { loss, duplicate, jitter_ns: jitter };
+        let all = (1u32 << world) - 1;
+        for c in run_allreduce(world, len, &algorithm, p, faults, seed) {
+            let done = c.result.as_ref().expect("the allreduce succeeds");
+            prop_assert!(done.delivered >= 1.0 - p - 1e-9, "delivered {}", done.delivered);
+            // Each value is a sum of distinct ranks' contributions: what was delivered.
+            for &v in &done.data {
+                prop_assert!(v >= 0.0 && v <= all as f32 && v.fract() == 0.0, "value {}", v);
+            }
+        }
+    }
+}
+
+#[test]
+fn weighted_subset_allreduce_sums_only_the_group() {
+    let world = 5;
+    let group = vec![0u16, 2, 3];
+    let weights = vec![0.5f32, 2.0, 1.0];
+    for algorithm in [
+        Algorithm::Ring,
+        Algorithm::Transpose,
+        Algorithm::Ps { servers: vec![2] },
+    ] {
+        let mut sim = Sim::new(
+            world,
+            Faults {
+                loss: 0.05,
+                duplicate: 0.05,
+                jitter_ns: 50_000,
+            },
+            9,
+            STRICT,
+        );
+        let mut ops = Vec::new();
+        for &rank in &group {
+            let spec = Allreduce {
+                tensor: 1,
+                data: (0..1000).map(|k| (rank as f32 + 1.0) * k as f32).collect(),
+                algorithm: algorithm.clone(),
+                group: Some(group.clone()),
+                weights: Some(weights.clone()),
+                layers: Vec::new(),
+                loss_bound: 0.0,
+            };
+            ops.push((rank, sim.engines[usize::from(rank)].allreduce(0, spec)));
+        }
+        let completions = sim.run(60_000_000_000);
+        // 0.5·1 + 2·3 + 1·4 = 10.5 times k.
+        for (rank, op) in ops {
+            let done = result_of(&completions[usize::from(rank)], op)
+                .result
+                .clone()
+                .unwrap();
+            for (k, v) in done.data.iter().enumerate() {
+                assert_eq!(*v, 10.5 * k as f32, "{algorithm:?}");
+            }
+        }
+        // Ranks outside the group sent and received nothing.
+        for rank in [1usize, 4] {
+            let counters = sim.engines[rank].endpoint().counters();
+            assert!(
+                counters
+                    .peers
+                    .iter()
+                    .all(|p| p.packets_sent == 0 && p.packets_received == 0)
+            );
+        }
+    }
+}
+
+#[test]
+fn many_buckets_in_flight_complete_independently() {
+    let world = 4;
+    let mut sim = Sim::new(
+        world,
+        Faults {
+            loss: 0.02,
+            duplicate: 0.0,
+            jitter_ns: 20_000,
+        },
+        4,
+        STRICT,
+    );
+    let mut ops = vec![Vec::new(); usize::from(world)];
+    for bucket in 0..6u32 {
+        for rank in 0..world {
+            let spec = Allreduce {
+                tensor: bucket,
+                data: vec![bucket as f32 + 1.0; 3000],
+                algorithm: if bucket % 2 == 0 {
+                    Algorithm::Ring
+                } else {
+                    Algorithm::Transpose
+                },
+                group: None,
+                weights: None,
+                layers: Vec::new(),
+                loss_bound: 0.0,
+            };
+            ops[usize::from(rank)]
+                .push((bucket, sim.engines[usize::from(rank)].allreduce(0, spec)));
+        }
+    }
+    let completions = sim.run(60_000_000_000);
+    for rank in 0..usize::from(world) {
+        for &(bucket, op) in &ops[rank] {
+            let done = result_of(&completions[rank], op).result.clone().unwrap();
+            assert!(done.data.iter().all(|&v| v == 4.0 * (bucket as f32 + 1.0)));
+        }
+    }
+}
+
+#[test]
+fn point_to_point_send_and_receive_pair_up_in_order() {
+    let mut sim = Sim::new(
+        2,
+        Faults {
+            loss: 0.1,
+            duplicate: 0.1,
+            jitter_ns: 30_000,
+        },
+        5,
+        STRICT,
+    );
+    let a = sim.engines[0].post_send(0, 1, 42, vec![1.0; 5000], 2);
+    let b = sim.engines[0].post_send(0, 1, 42, vec![2.0; 5000], 2);
+    let ra = sim.engines[1].post_recv(0, 0, 42, 5000, 0.0);
+    let rb = sim.engines[1].post_recv(0, 0, 42, 5000, 0.0);
+    let completions = sim.run(60_000_000_000);
+    assert!(result_of(&completions[0], a).result.is_ok());
+    assert!(result_of(&completions[0], b).result.is_ok());
+    let first = result_of(&completions[1], ra).result.clone().unwrap();
+    let second = result_of(&completions[1], rb).result.clone().unwrap();
+    assert!(first.data.iter().all(|&v| v == 1.0));
+    assert!(second.data.iter().all(|&v| v == 2.0));
+}
+
+#[test]
+fn a_silent_peer_fails_the_collective_within_its_timeout() {
+    let timeouts = Timeouts {
+        phase_ms: 2_000,
+        adaptive: false,
+    };
+    let mut sim = Sim::new(3, Faults::NONE, 1, timeouts);
+    // Ranks 0 and 1 start; rank 2 never does.
+    let ops: Vec<_> = (0..2u16)
+        .map(|rank| {
+            let spec = Allreduce {
+                tensor: 0,
+                data: vec![1.0; 1000],
+                algorithm: Algorithm::Ring,
+                group: None,
+                weights: None,
+                layers: Vec::new(),
+                loss_bound: 0.0,
+            };
+            sim.engines[usize::from(rank)].allreduce(0, spec)
+        })
+        .collect();
+    let completions = sim.run(10_000_000_000);
+    for (rank, op) in ops.iter().enumerate() {
+        let error = result_of(&completions[rank], *op)
+            .result
+            .clone()
+            .unwrap_err();
+        assert!(error.0.contains("no progress for 2000 ms"), "{error}");
+        assert!(error.0.contains("rank"), "{error}");
+    }
+    assert!(sim.now <= 2_100_000_000, "failed at {} ns", sim.now);
+}

@@ -1,0 +1,141 @@
+//! Several transports in one process over loopback addresses (127.0.0.x): the real
+//! UDP datapath and TCP control channel, no namespaces needed.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use endhost::collective::Algorithm;
+use endhost::config::{
+    ClassTag, Collective, Datapath, Importance, JobConfig, LocalConfig, PeerConfig, Ports,
+    RateControl, Tagging, Timeouts, TransportConfig,
+};
+use endhost::{Options, Transport};
+
+fn configs(world: u32, base_port: u16) -> Vec<TransportConfig> {
+    let ip = |r: u32| Ipv4Addr::new(127, 0, 0, 1 + r as u8);
+    let job = JobConfig {
+        job_id: 9,
+        world_size: world,
+        loss_bound: 0.0,
+        collective: Collective::Ring,
+        tagging: Tagging {
+            control_dscp: 46,
+            layers: 2,
+            classes: vec![ClassTag {
+                class: 0,
+                dscp: 32,
+                queue: 6,
+                first_layer: 0,
+                last_layer: 1,
+            }],
+            importance: Importance::default(),
+        },
+        rate_control: RateControl::default(),
+        timeouts: Timeouts {
+            phase_ms: 10_000,
+            adaptive: false,
+        },
+        ports: Ports {
+            data: base_port,
+            control: base_port + 1,
+        },
+        datapath: Datapath::default(),
+        mtu: 1500,
+    };
+    (0..world)
+        .map(|rank| TransportConfig {
+            job: job.clone(),
+            rank,
+            local: LocalConfig {
+                name: format!("h{rank}"),
+                nic: "lo".into(),
+                pci: "0000:00:00.0".parse().unwrap(),
+                mac: "02:00:00:00:00:01".parse().unwrap(),
+                ip: ip(rank),
+                prefix_len: 8,
+                line_rate_mbps: 10_000,
+                path_addresses: vec![ip(rank)],
+                cores: vec![],
+            },
+            peers: (0..world)
+                .filter(|&p| p != rank)
+                .map(|p| PeerConfig {
+                    rank: p,
+                    name: format!("h{p}"),
+                    ip: ip(p),
+                    next_hop_mac: "02:00:00:00:00:02".parse().unwrap(),
+                    paths: vec![ip(p)],
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+async fn start_all(world: u32, port: u16) -> Vec<Transport> {
+    let handles: Vec<_> = configs(world, port)
+        .into_iter()
+        .map(|c| {
+            let options = Options {
+                connect_timeout: Duration::from_secs(10),
+                bind: Some(c.local.ip),
+            };
+            tokio::task::spawn_local(Transport::start(c, options))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap().expect("the transport starts"));
+    }
+    out
+}
+
+#[test]
+fn allreduce_over_loopback_sums_exactly_for_every_collective() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let world = 4u32;
+        let transports: Vec<std::rc::Rc<Transport>> = start_all(world, 21_000)
+            .await
+            .into_iter()
+            .map(std::rc::Rc::new)
+            .collect();
+        for (tensor, algorithm) in [
+            Algorithm::Ring,
+            Algorithm::Transpose,
+            Algorithm::Ps {
+                servers: vec![1, 3],
+            },
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let len = 300_000;
+            let tasks: Vec<_> = transports
+                .iter()
+                .enumerate()
+                .map(|(rank, t)| {
+                    let t = t.clone();
+                    let algorithm = algorithm.clone();
+                    tokio::task::spawn_local(async move {
+                        let mut spec =
+                            t.allreduce_spec(tensor as u32, vec![rank as f32 + 1.0; len], 0);
+                        spec.algorithm = algorithm;
+                        t.allreduce(spec).await
+                    })
+                })
+                .collect();
+            for task in tasks {
+                let done = task.await.unwrap().expect("the allreduce succeeds");
+                assert_eq!(done.delivered, 1.0);
+                assert!(done.data.iter().all(|&v| v == 10.0), "{algorithm:?}");
+            }
+        }
+        let counters = transports[0].counters().await.unwrap();
+        assert!(counters.peers.iter().map(|p| p.packets_sent).sum::<u64>() > 0);
+        assert_eq!(counters.dropped.total(), 0);
+    });
+}

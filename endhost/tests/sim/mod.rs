@@ -1,0 +1,244 @@
+//! A simulated network for the sans-IO core: several engines, virtual time, datagrams
+//! that are lost, duplicated and reordered on purpose, and a reliable in-order control
+//! channel per pair (as TCP is).
+
+#![allow(dead_code)] // each test uses its own subset
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use endhost::collective::{Completion, Engine, OpId};
+use endhost::config::{ClassTag, Importance, RateControl, Tagging, Timeouts};
+use endhost::proto::{Control, Endpoint, EndpointConfig};
+
+/// How the network misbehaves.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    pub loss: f64,
+    pub duplicate: f64,
+    /// Extra delay, uniform in [0, jitter_ns): packets overtake each other.
+    pub jitter_ns: u64,
+}
+
+impl Faults {
+    pub const NONE: Faults = Faults {
+        loss: 0.0,
+        duplicate: 0.0,
+        jitter_ns: 0,
+    };
+}
+
+/// A small deterministic generator (xorshift), seeded by the test.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
+    }
+}
+
+enum Delivery {
+    Datagram {
+        to: u16,
+        bytes: Vec<u8>,
+    },
+    Control {
+        from: u16,
+        to: u16,
+        message: Control,
+    },
+}
+
+pub struct Sim {
+    pub engines: Vec<Engine>,
+    pub now: u64,
+    faults: Faults,
+    rng: Rng,
+    latency_ns: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    deliveries: Vec<Option<Delivery>>,
+    /// Per ordered pair, when its last control message arrives (keeps them in order).
+    control_clock: Vec<Vec<u64>>,
+    order: u64,
+    pub datagrams_sent: u64,
+    pub datagrams_lost: u64,
+}
+
+pub fn tagging(layers: u32) -> Tagging {
+    Tagging {
+        control_dscp: 46,
+        layers,
+        classes: vec![
+            ClassTag {
+                class: 0,
+                dscp: 32,
+                queue: 6,
+                first_layer: 0,
+                last_layer: layers / 2,
+            },
+            ClassTag {
+                class: 1,
+                dscp: 33,
+                queue: 5,
+                first_layer: layers / 2 + 1,
+                last_layer: layers.saturating_sub(1),
+            },
+        ],
+        importance: Importance::default(),
+    }
+}
+
+impl Sim {
+    pub fn new(world: u16, faults: Faults, seed: u64, timeouts: Timeouts) -> Sim {
+        let engines = (0..world)
+            .map(|rank| {
+                let config = EndpointConfig {
+                    job: 7,
+                    rank,
+                    world,
+                    mtu: 1500,
+                    rate: RateControl::default(),
+                    line_bps: 10e9,
+                    tagging: tagging(8),
+                    paths: vec![2; usize::from(world)],
+                };
+                Engine::new(Endpoint::new(config, 0), timeouts)
+            })
+            .collect();
+        Sim {
+            engines,
+            now: 0,
+            faults,
+            rng: Rng::new(seed),
+            latency_ns: 5_000,
+            queue: BinaryHeap::new(),
+            deliveries: Vec::new(),
+            control_clock: vec![vec![0; usize::from(world)]; usize::from(world)],
+            order: 0,
+            datagrams_sent: 0,
+            datagrams_lost: 0,
+        }
+    }
+
+    fn schedule(&mut self, at: u64, delivery: Delivery) {
+        self.deliveries.push(Some(delivery));
+        self.order += 1;
+        self.queue
+            .push(Reverse((at, self.order, self.deliveries.len() - 1)));
+    }
+
+    /// Moves everything the engines want to send into the network.
+    fn collect_output(&mut self) {
+        let mut buf = vec![0u8; 2048];
+        for rank in 0..self.engines.len() {
+            while let Some(tx) = self.engines[rank].poll_transmit(self.now, &mut buf) {
+                self.datagrams_sent += 1;
+                if self.rng.chance(self.faults.loss) {
+                    self.datagrams_lost += 1;
+                    continue;
+                }
+                let copies = if self.rng.chance(self.faults.duplicate) {
+                    2
+                } else {
+                    1
+                };
+                for _ in 0..copies {
+                    let jitter = if self.faults.jitter_ns > 0 {
+                        self.rng.next() % self.faults.jitter_ns
+                    } else {
+                        0
+                    };
+                    let at = self.now + self.latency_ns + jitter;
+                    self.schedule(
+                        at,
+                        Delivery::Datagram {
+                            to: tx.peer,
+                            bytes: buf[..tx.len].to_vec(),
+                        },
+                    );
+                }
+            }
+            while let Some((to, message)) = self.engines[rank].poll_control() {
+                let clock = &mut self.control_clock[rank][usize::from(to)];
+                let at = (self.now + self.latency_ns * 2).max(*clock + 1);
+                *clock = at;
+                self.schedule(
+                    at,
+                    Delivery::Control {
+                        from: rank as u16,
+                        to,
+                        message,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Runs until every engine is idle or `limit_ns` of virtual time passed; returns
+    /// each engine's completions.
+    pub fn run(&mut self, limit_ns: u64) -> Vec<Vec<Completion>> {
+        let mut completions = vec![Vec::new(); self.engines.len()];
+        loop {
+            self.collect_output();
+            for (rank, engine) in self.engines.iter_mut().enumerate() {
+                while let Some(c) = engine.poll_completion() {
+                    completions[rank].push(c);
+                }
+            }
+            if self.engines.iter().all(|e| e.busy() == 0) && self.queue.is_empty() {
+                break;
+            }
+            let next_delivery = self.queue.peek().map(|Reverse((at, _, _))| *at);
+            let next_timer = self.engines.iter().filter_map(Engine::next_timeout).min();
+            let Some(next) = [next_delivery, next_timer].into_iter().flatten().min() else {
+                break;
+            };
+            // Time always moves on, so a timer due "now" cannot spin the loop.
+            self.now = if next > self.now { next } else { self.now + 1 };
+            if self.now > limit_ns {
+                break;
+            }
+            while let Some(&Reverse((at, _, index))) = self.queue.peek() {
+                if at > self.now {
+                    break;
+                }
+                self.queue.pop();
+                match self.deliveries[index].take().expect("delivered once") {
+                    Delivery::Datagram { to, bytes } => {
+                        self.engines[usize::from(to)].handle_datagram(self.now, &bytes)
+                    }
+                    Delivery::Control { from, to, message } => {
+                        self.engines[usize::from(to)].handle_control(self.now, from, message)
+                    }
+                }
+            }
+            for engine in &mut self.engines {
+                if engine.next_timeout().is_some_and(|t| t <= self.now) {
+                    engine.handle_timeout(self.now);
+                }
+            }
+        }
+        completions
+    }
+}
+
+/// The single completion of `op` among `completions`.
+pub fn result_of(completions: &[Completion], op: OpId) -> &Completion {
+    completions
+        .iter()
+        .find(|c| c.op == op)
+        .expect("the operation completed")
+}

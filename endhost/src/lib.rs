@@ -7,11 +7,13 @@
 //! and [`transport`] (the API).
 
 pub mod addr;
+pub mod bench;
 pub mod collective;
 pub mod config;
 pub mod datapath;
 pub mod driver;
 pub mod mesh;
+pub mod netns;
 pub mod proto;
 pub mod transport;
 pub mod wire;

@@ -32,9 +32,11 @@ pub struct MeshConfig {
     pub connect_timeout: Duration,
 }
 
-/// Connected: a sender per peer (`None` for this rank).
+/// Connected: a sender per peer (`None` for this rank), and the tasks writing to
+/// them, which end once their sender is dropped and everything queued is written.
 pub struct Mesh {
     pub outgoing: Vec<Option<UnboundedSender<Control>>>,
+    pub writers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +116,7 @@ pub async fn connect(
         streams[usize::from(peer)] = Some(stream);
     }
     let mut outgoing = Vec::with_capacity(usize::from(world));
+    let mut writers = Vec::new();
     for (peer, stream) in streams.into_iter().enumerate() {
         let Some(stream) = stream else {
             outgoing.push(None);
@@ -121,7 +124,7 @@ pub async fn connect(
         };
         let (reader, writer) = stream.into_split();
         let (tx, rx) = unbounded_channel();
-        tokio::spawn(write_frames(writer, rx));
+        writers.push(tokio::spawn(write_frames(writer, rx)));
         tokio::spawn(read_frames(
             reader,
             peer as u16,
@@ -130,7 +133,7 @@ pub async fn connect(
         ));
         outgoing.push(Some(tx));
     }
-    Ok(Mesh { outgoing })
+    Ok(Mesh { outgoing, writers })
 }
 
 async fn dial(

@@ -58,6 +58,7 @@ pub struct Transport {
     inbound: Sender<Inbound>,
     wake: Arc<Wake>,
     thread: Option<std::thread::JoinHandle<()>>,
+    writers: Vec<tokio::task::JoinHandle<()>>,
     queue: (Sender<Finished>, Receiver<Finished>),
     next_handle: u64,
 }
@@ -126,9 +127,11 @@ impl Transport {
             line_bps: config.local.line_rate_mbps as f64 * 1e6,
             tagging: config.job.tagging.clone(),
             paths: paths.iter().map(Vec::len).collect(),
+            early_exit: config.job.timeouts.adaptive,
         };
         let timeouts = config.job.timeouts;
         let control = mesh.outgoing;
+        let writers = mesh.writers;
         let thread_wake = wake.clone();
         let thread = std::thread::Builder::new()
             .name(format!("endhost-rank{rank}"))
@@ -151,6 +154,7 @@ impl Transport {
             inbound: inbound_tx,
             wake,
             thread: Some(thread),
+            writers,
             queue: std::sync::mpsc::channel(),
             next_handle: 1,
         })
@@ -305,6 +309,21 @@ impl Transport {
         let (tx, rx) = oneshot::channel();
         self.submit(Inbound::Counters(tx))?;
         rx.await.map_err(|_| TransportError::Stopped)
+    }
+}
+
+impl Transport {
+    /// Finishes the operations in flight, stops the datapath thread, and waits until
+    /// every control message (the last STOPs above all) has been written, so peers
+    /// still finishing are not cut off.
+    pub async fn shutdown(mut self) {
+        let _ = self.submit(Inbound::Shutdown);
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+        for writer in std::mem::take(&mut self.writers) {
+            let _ = writer.await;
+        }
     }
 }
 

@@ -30,9 +30,15 @@ fn configs(world: u32, base_port: u16) -> Vec<TransportConfig> {
             }],
             importance: Importance::default(),
         },
-        rate_control: RateControl::default(),
+        // Loopback RTTs include thread wake-ups (tens of µs to ms), far above MLT's
+        // datacenter thresholds.
+        rate_control: RateControl {
+            t_low_us: 500.0,
+            t_high_us: 5_000.0,
+            ..RateControl::default()
+        },
         timeouts: Timeouts {
-            phase_ms: 10_000,
+            phase_ms: 3_000,
             adaptive: false,
         },
         ports: Ports {
@@ -137,5 +143,41 @@ fn allreduce_over_loopback_sums_exactly_for_every_collective() {
         let counters = transports[0].counters().await.unwrap();
         assert!(counters.peers.iter().map(|p| p.packets_sent).sum::<u64>() > 0);
         assert_eq!(counters.dropped.total(), 0);
+    });
+}
+
+#[test]
+fn tiny_allreduces_with_empty_chunks_complete() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let transports: Vec<std::rc::Rc<Transport>> = start_all(4, 21_100)
+            .await
+            .into_iter()
+            .map(std::rc::Rc::new)
+            .collect();
+        for round in 0..20 {
+            let tasks: Vec<_> = transports
+                .iter()
+                .map(|t| {
+                    let t = t.clone();
+                    tokio::task::spawn_local(async move {
+                        let mut spec = t.allreduce_spec(77, vec![1.0], 0);
+                        spec.algorithm = Algorithm::Ring;
+                        t.allreduce(spec).await
+                    })
+                })
+                .collect();
+            for task in tasks {
+                let done = task
+                    .await
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("round {round}: {e}"));
+                assert_eq!(done.data, vec![4.0]);
+            }
+        }
     });
 }

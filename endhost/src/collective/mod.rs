@@ -10,10 +10,9 @@
 //!
 //! Timeouts: an operation that makes no progress (no transfer completes) for
 //! `phase_ms` fails with an error naming what it waits for — a dead peer never hangs a
-//! collective. With `adaptive`, a receive that holds the operation up longer than
-//! [`ADAPTIVE_FACTOR`] times the median recent phase (at least [`ADAPTIVE_FLOOR_NS`])
-//! is ended short of its bound once its sender's last packet is in (OptiReduce's early
-//! exit for stragglers; counted in `bound_missed`).
+//! collective. With `adaptive`, the protocol core also ends a receive early once its
+//! sender's first pass is over and the missing data has not come within a grace
+//! learned from recent recoveries (see [`crate::proto`]).
 
 pub mod schedule;
 
@@ -27,9 +26,6 @@ use schedule::{Direction, Transfer};
 
 /// The step number of point-to-point messages.
 pub const POINT_TO_POINT: u16 = u16::MAX;
-pub const ADAPTIVE_FACTOR: u64 = 4;
-pub const ADAPTIVE_FLOOR_NS: u64 = 50_000_000;
-const RECENT_PHASES: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Algorithm {
@@ -115,7 +111,6 @@ pub struct Engine {
     index: HashMap<(Direction, u16, MessageId), (OpId, usize)>,
     next_op: OpId,
     rounds: HashMap<(u32, Option<(u16, Direction)>), u32>,
-    recent_phases: VecDeque<u64>,
     completions: VecDeque<Completion>,
 }
 
@@ -128,7 +123,6 @@ impl Engine {
             index: HashMap::new(),
             next_op: 1,
             rounds: HashMap::new(),
-            recent_phases: VecDeque::new(),
             completions: VecDeque::new(),
         }
     }
@@ -412,12 +406,7 @@ impl Engine {
             if let Some(d) = delivered {
                 op.delivered = op.delivered.min(d);
             }
-            let phase = now.saturating_sub(op.progress_ns);
             op.progress_ns = now;
-            if self.recent_phases.len() == RECENT_PHASES {
-                self.recent_phases.pop_front();
-            }
-            self.recent_phases.push_back(phase);
             self.advance(now, op_id);
         }
     }
@@ -432,12 +421,18 @@ impl Engine {
         self.collect_events(now);
     }
 
-    /// The control connection to `peer` is gone: its operations cannot finish.
+    /// The control connection to `peer` is gone: operations still waiting on it cannot
+    /// finish. (A peer that finished everything with us and left is fine.)
     pub fn peer_lost(&mut self, peer: u16, why: &str) {
         let affected: Vec<OpId> = self
             .ops
             .iter()
-            .filter(|(_, op)| op.transfers.iter().any(|t| t.peer == peer))
+            .filter(|(_, op)| {
+                op.transfers
+                    .iter()
+                    .enumerate()
+                    .any(|(i, t)| t.peer == peer && !op.done[i])
+            })
             .map(|(id, _)| *id)
             .collect();
         for op in affected {
@@ -445,56 +440,29 @@ impl Engine {
         }
     }
 
-    fn adaptive_deadline_ns(&self) -> u64 {
-        let mut recent: Vec<u64> = self.recent_phases.iter().copied().collect();
-        recent.sort_unstable();
-        let median = recent.get(recent.len() / 2).copied().unwrap_or(0);
-        (median * ADAPTIVE_FACTOR).max(ADAPTIVE_FLOOR_NS)
-    }
-
-    /// Deadlines: hard (no progress for `phase_ms`) and, with `adaptive`, soft.
+    /// The hard deadline: operations without progress for `phase_ms` fail.
     pub fn handle_timeout(&mut self, now: u64) {
         self.endpoint.handle_timeout(now);
+        self.collect_events(now);
         let hard = u64::from(self.timeouts.phase_ms) * 1_000_000;
-        let soft = self.adaptive_deadline_ns();
-        let mut failed = Vec::new();
-        let mut cut = Vec::new();
-        for (&op_id, op) in &self.ops {
-            let stalled = now.saturating_sub(op.progress_ns);
-            if stalled >= hard {
-                failed.push((op_id, waiting_for(op)));
-            } else if self.timeouts.adaptive && stalled >= soft {
-                for (i, t) in op.transfers.iter().enumerate() {
-                    if op.started[i] && !op.done[i] && t.direction == Direction::Recv {
-                        cut.push((t.peer, op.id(t.step)));
-                    }
-                }
-            }
-        }
-        for (peer, id) in cut {
-            self.endpoint.finish_recv_early(peer, id);
-        }
+        let failed: Vec<(OpId, String)> = self
+            .ops
+            .iter()
+            .filter(|(_, op)| now.saturating_sub(op.progress_ns) >= hard)
+            .map(|(&id, op)| (id, waiting_for(op)))
+            .collect();
         for (op_id, waiting) in failed {
             self.fail(
                 op_id,
                 format!("no progress for {} ms: {waiting}", self.timeouts.phase_ms),
             );
         }
-        self.collect_events(now);
     }
 
     /// The earliest time [`Engine::handle_timeout`] has work.
     pub fn next_timeout(&self) -> Option<u64> {
         let hard = u64::from(self.timeouts.phase_ms) * 1_000_000;
-        let soft = self.adaptive_deadline_ns();
-        let ops = self.ops.values().map(|op| {
-            let limit = if self.timeouts.adaptive {
-                soft.min(hard)
-            } else {
-                hard
-            };
-            op.progress_ns + limit
-        });
+        let ops = self.ops.values().map(|op| op.progress_ns + hard);
         ops.chain(self.endpoint.next_timeout()).min()
     }
 

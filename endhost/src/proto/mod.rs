@@ -15,6 +15,11 @@
 //!   bitmap of what is missing; the sender retransmits it and probes again, until STOP.
 //!   A probe that gets no answer is repeated after an RTO from the RTT samples. With
 //!   p = 0 delivery is exact.
+//! - **Early exit** (adaptive timeouts on): once a sender's first pass is over (its
+//!   last packet or its probe arrived), its receive waits for the missing data at most
+//!   four times the median recovery seen lately (20 ms to 2 s), then ends short of its
+//!   bound rather than hold the collective up (OptiReduce's tail cut; counted in
+//!   `bound_missed`).
 //! - **Rate control.** Per destination, TIMELY-like ([`rate`]); the receiver
 //!   acknowledges every `ack_every` data packets, echoing the send timestamp.
 //! - **Path spraying.** Packets to a peer go round-robin over its path addresses.
@@ -75,6 +80,9 @@ pub struct EndpointConfig {
     pub tagging: Tagging,
     /// Path addresses of each rank (index = rank; this host's own entry is unused).
     pub paths: Vec<usize>,
+    /// End a receive short of its bound when its sender has finished its first pass
+    /// and the missing data has not come within an adaptive grace period.
+    pub early_exit: bool,
 }
 
 impl EndpointConfig {
@@ -107,6 +115,14 @@ pub enum Event {
         delivered: f64,
     },
 }
+
+/// Recovery times kept for the early-exit grace, and its bounds.
+const RECENT_RECOVERIES: usize = 16;
+const EARLY_EXIT_FLOOR_NS: u64 = 20_000_000;
+const EARLY_EXIT_CAP_NS: u64 = 2_000_000_000;
+
+/// Packets a paced flow gathers tokens for before the driver wakes to send them.
+const PACING_BATCH: usize = 16;
 
 /// Probes are repeated after at least this long without an answer, and at most after
 /// this long.
@@ -149,7 +165,8 @@ struct Incoming {
     bitmap: Vec<u64>,
     received_elems: usize,
     need_elems: usize,
-    last_seen: bool,
+    /// When the sender's first pass was seen to end (its last packet, or a probe).
+    pass_over_at: Option<u64>,
     done: bool,
 }
 
@@ -201,6 +218,8 @@ pub struct Endpoint {
     control: VecDeque<(u16, Control)>,
     events: VecDeque<Event>,
     counters: Counters,
+    /// How long recent receives took from their sender's first pass to done.
+    recoveries: VecDeque<u64>,
 }
 
 impl Endpoint {
@@ -232,6 +251,7 @@ impl Endpoint {
             acks: VecDeque::new(),
             control: VecDeque::new(),
             events: VecDeque::new(),
+            recoveries: VecDeque::new(),
             config,
         }
     }
@@ -318,7 +338,7 @@ impl Endpoint {
                 bitmap: vec![0; (packets as usize).div_ceil(64)],
                 received_elems: 0,
                 need_elems,
-                last_seen: false,
+                pass_over_at: None,
                 done: false,
             },
         );
@@ -332,27 +352,6 @@ impl Endpoint {
         self.recvs.retain(|(_, id), _| !ours(id));
         self.active.retain(|(_, id)| !ours(id));
         self.early_ready.retain(|(_, id)| !ours(id));
-    }
-
-    /// Ends a receive short of its bound if its sender has sent everything once
-    /// (OptiReduce's early exit for a straggling phase). Returns whether it ended.
-    pub fn finish_recv_early(&mut self, peer: u16, id: MessageId) -> bool {
-        let Some(recv) = self.recvs.get_mut(&(peer, id)) else {
-            return false;
-        };
-        if recv.done || !recv.last_seen {
-            return false;
-        }
-        recv.done = true;
-        self.counters.bound_missed += 1;
-        let delivered = recv.received_elems as f64 / recv.region.len as f64;
-        self.control.push_back((peer, Control::Stop(id)));
-        self.events.push_back(Event::RecvDone {
-            peer,
-            id,
-            delivered,
-        });
-        true
     }
 
     /// Forgets a finished receive; later packets for it count as late.
@@ -386,7 +385,7 @@ impl Endpoint {
         let header = Header::parse(&packet);
         match header.kind {
             Kind::Ack => self.on_ack(now, peer, &header),
-            Kind::Data => self.on_data(peer, &header, packet.payload()),
+            Kind::Data => self.on_data(now, peer, &header, packet.payload()),
         }
     }
 
@@ -398,7 +397,7 @@ impl Endpoint {
         }
     }
 
-    fn on_data(&mut self, peer: u16, header: &Header, payload: &[u8]) {
+    fn on_data(&mut self, now: u64, peer: u16, header: &Header, payload: &[u8]) {
         let key = (peer, header.id);
         let payload_elems = self.payload_elems;
         let counters = &mut self.counters.peers[usize::from(peer)];
@@ -449,19 +448,46 @@ impl Endpoint {
             }
         }
         recv.received_elems += elems;
-        if header.flags.has(Flags::LAST) {
-            recv.last_seen = true;
+        if header.flags.has(Flags::LAST) && recv.pass_over_at.is_none() {
+            recv.pass_over_at = Some(now);
         }
         if recv.received_elems >= recv.need_elems {
-            recv.done = true;
-            let delivered = recv.received_elems as f64 / recv.region.len as f64;
-            self.control.push_back((peer, Control::Stop(header.id)));
-            self.events.push_back(Event::RecvDone {
-                peer,
-                id: header.id,
-                delivered,
-            });
+            self.complete_recv(now, key);
         }
+    }
+
+    /// Ends a receive: STOP to its sender, completion to the caller. One that ended
+    /// after its sender's first pass tells how long recovery takes.
+    fn complete_recv(&mut self, now: u64, key: (u16, MessageId)) {
+        let Some(recv) = self.recvs.get_mut(&key) else {
+            return;
+        };
+        recv.done = true;
+        if let Some(at) = recv.pass_over_at {
+            if self.recoveries.len() == RECENT_RECOVERIES {
+                self.recoveries.pop_front();
+            }
+            self.recoveries.push_back(now.saturating_sub(at));
+        }
+        if recv.received_elems < recv.need_elems {
+            self.counters.bound_missed += 1;
+        }
+        let delivered = recv.received_elems as f64 / recv.region.len as f64;
+        self.control.push_back((key.0, Control::Stop(key.1)));
+        self.events.push_back(Event::RecvDone {
+            peer: key.0,
+            id: key.1,
+            delivered,
+        });
+    }
+
+    /// How long a receive waits for missing data after its sender's first pass before
+    /// it ends short of its bound: four times the median recovery seen, within bounds.
+    fn early_exit_grace_ns(&self) -> u64 {
+        let mut recent: Vec<u64> = self.recoveries.iter().copied().collect();
+        recent.sort_unstable();
+        let median = recent.get(recent.len() / 2).copied().unwrap_or(0);
+        (median * 4).clamp(EARLY_EXIT_FLOOR_NS, EARLY_EXIT_CAP_NS)
     }
 
     /// A control message from `peer` (its connection said who it is).
@@ -485,8 +511,9 @@ impl Endpoint {
                 }
             }
             Control::Probe(id) => {
-                let reply = match self.recvs.get(&(peer, id)) {
+                let reply = match self.recvs.get_mut(&(peer, id)) {
                     Some(recv) if !recv.done => {
+                        recv.pass_over_at.get_or_insert(now);
                         self.counters.bitmaps_sent += 1;
                         Control::Bitmap {
                             id,
@@ -650,10 +677,12 @@ impl Endpoint {
         }
     }
 
-    /// When the endpoint next needs [`Endpoint::handle_timeout`] or can send again.
+    /// When the endpoint next needs [`Endpoint::handle_timeout`] or can send again: a
+    /// paced flow waits for [`PACING_BATCH`] packets' worth of tokens, so the driver
+    /// wakes for batches rather than for every packet.
     pub fn next_timeout(&self) -> Option<u64> {
         let probes = self.sends.values().filter_map(|s| s.probe_deadline);
-        let bytes = HEADER_LEN + self.payload_elems * 4 + IP_UDP_HEADERS;
+        let bytes = (HEADER_LEN + self.payload_elems * 4 + IP_UDP_HEADERS) * PACING_BATCH;
         let pacing = self.active.iter().filter_map(|key| {
             let send = self.sends.get(key)?;
             if !send.has_data() {
@@ -662,11 +691,30 @@ impl Endpoint {
             let peer = &self.peers[usize::from(key.0)];
             Some(peer.pacer.ready_at(peer.timely.rate_bps(), bytes))
         });
-        probes.chain(pacing).min()
+        let grace = self.early_exit_grace_ns();
+        let early_exits = self
+            .recvs
+            .values()
+            .filter(|r| self.config.early_exit && !r.done)
+            .filter_map(move |r| r.pass_over_at.map(|at| at + grace));
+        probes.chain(pacing).chain(early_exits).min()
     }
 
-    /// Repeats probes that got no answer in time.
+    /// Repeats probes that got no answer in time, and ends receives whose grace after
+    /// the sender's first pass is over (with early exit on).
     pub fn handle_timeout(&mut self, now: u64) {
+        if self.config.early_exit {
+            let grace = self.early_exit_grace_ns();
+            let overdue: Vec<(u16, MessageId)> = self
+                .recvs
+                .iter()
+                .filter(|(_, r)| !r.done && r.pass_over_at.is_some_and(|at| at + grace <= now))
+                .map(|(k, _)| *k)
+                .collect();
+            for key in overdue {
+                self.complete_recv(now, key);
+            }
+        }
         for ((peer, id), send) in &mut self.sends {
             if send.probe_deadline.is_some_and(|d| d <= now) && send.resend.is_empty() {
                 send.unanswered += 1;

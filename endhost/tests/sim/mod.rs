@@ -114,6 +114,7 @@ impl Sim {
                     line_bps: 10e9,
                     tagging: tagging(8),
                     paths: vec![2; usize::from(world)],
+                    early_exit: timeouts.adaptive,
                 };
                 Engine::new(Endpoint::new(config, 0), timeouts)
             })

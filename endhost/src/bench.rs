@@ -1,0 +1,387 @@
+//! `endhost bench allreduce`: the transport and, side by side, gloo (PyTorch's
+//! torch.distributed) on the same namespace fabric, against the link-rate optimum
+//! 2(n−1)/n · S/B of an allreduce of S bytes over n hosts with links of rate B.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::{
+    ClassTag, Collective, Datapath, Importance, JobConfig, LocalConfig, PeerConfig, Ports,
+    RateControl, Tagging, Timeouts, TransportConfig,
+};
+use crate::netns::{Fabric, FabricSpec};
+
+#[derive(Debug, Clone)]
+pub struct BenchSpec {
+    pub fabric: FabricSpec,
+    pub size_bytes: u64,
+    pub iterations: u32,
+    pub collective: Collective,
+    pub loss_bound: f64,
+    pub rate_control: RateControl,
+    pub phase_ms: u32,
+    pub gloo: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemResult {
+    pub system: String,
+    pub iterations: usize,
+    pub median_s: f64,
+    pub p99_s: f64,
+    pub min_s: f64,
+    /// Optimum time over the median time.
+    pub of_optimum: f64,
+    /// The smallest fraction delivered in any iteration (1 for gloo).
+    pub delivered_min: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub hosts: usize,
+    pub size_bytes: u64,
+    pub rate_mbit: u64,
+    pub loss_percent: f64,
+    pub switch_buffer_ms: u32,
+    pub collective: Collective,
+    pub loss_bound: f64,
+    pub optimum_s: f64,
+    pub results: Vec<SystemResult>,
+    /// Why a system did not run, if one did not.
+    pub skipped: Vec<String>,
+}
+
+/// The link-rate optimum of an allreduce: every host sends and receives 2(n−1)/n · S.
+pub fn optimum_seconds(hosts: usize, size_bytes: u64, rate_mbit: u64) -> f64 {
+    let n = hosts as f64;
+    2.0 * (n - 1.0) / n * size_bytes as f64 * 8.0 / (rate_mbit as f64 * 1e6)
+}
+
+/// One host's configuration on the fabric.
+pub fn host_config(spec: &BenchSpec, rank: usize) -> TransportConfig {
+    let hosts = spec.fabric.hosts;
+    let job = JobConfig {
+        job_id: 1,
+        world_size: hosts as u32,
+        loss_bound: spec.loss_bound,
+        collective: spec.collective,
+        tagging: Tagging {
+            control_dscp: 46,
+            layers: 1,
+            classes: vec![ClassTag {
+                class: 0,
+                dscp: 32,
+                queue: 6,
+                first_layer: 0,
+                last_layer: 0,
+            }],
+            importance: Importance::default(),
+        },
+        rate_control: spec.rate_control,
+        timeouts: Timeouts {
+            phase_ms: spec.phase_ms,
+            adaptive: true,
+        },
+        ports: Ports::default(),
+        datapath: Datapath::default(),
+        mtu: 1500,
+    };
+    let ip = |r: usize| Fabric::ip(r);
+    TransportConfig {
+        job,
+        rank: rank as u32,
+        local: LocalConfig {
+            name: format!("h{rank}"),
+            nic: "eth0".into(),
+            pci: "0000:00:00.0".parse().expect("a valid PCI address"),
+            mac: "02:00:00:00:00:01".parse().expect("a valid MAC"),
+            ip: ip(rank),
+            prefix_len: 24,
+            line_rate_mbps: spec.fabric.rate_mbit,
+            path_addresses: vec![ip(rank)],
+            cores: Vec::new(),
+        },
+        peers: (0..hosts)
+            .filter(|&p| p != rank)
+            .map(|p| PeerConfig {
+                rank: p as u32,
+                name: format!("h{p}"),
+                ip: ip(p),
+                next_hop_mac: "02:00:00:00:00:02".parse().expect("a valid MAC"),
+                paths: vec![ip(p)],
+            })
+            .collect(),
+    }
+}
+
+/// Waits for every child, killing them all at `deadline`; returns rank 0's output.
+fn collect(children: Vec<Child>, deadline: Instant) -> Result<String, String> {
+    let mut outputs = Vec::new();
+    for (rank, mut child) in children.into_iter().enumerate() {
+        let stdout = child.stdout.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        });
+        outputs.push((rank, child, reader));
+    }
+    let mut first = String::new();
+    let mut failure = None;
+    for (rank, mut child, reader) in outputs {
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let text = reader.join().unwrap_or_default();
+        match status {
+            Some(s) if s.success() => {}
+            Some(s) => failure = failure.or(Some(format!("rank {rank} exited with {s}"))),
+            None => failure = failure.or(Some(format!("rank {rank} did not finish in time"))),
+        }
+        if rank == 0 {
+            first = text;
+        }
+    }
+    match failure {
+        Some(why) => Err(why),
+        None => Ok(first),
+    }
+}
+
+/// Per-iteration times from JSON lines `{"seconds": …, "delivered": …}`.
+fn times(output: &str) -> (Vec<f64>, f64) {
+    let mut times = Vec::new();
+    let mut delivered = 1.0f64;
+    for line in output.lines() {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let Some(s) = value.get("seconds").and_then(serde_json::Value::as_f64) {
+            times.push(s);
+            if let Some(d) = value.get("delivered").and_then(serde_json::Value::as_f64) {
+                delivered = delivered.min(d);
+            }
+        }
+    }
+    (times, delivered)
+}
+
+fn summarise(system: &str, mut times: Vec<f64>, delivered: f64, optimum: f64) -> SystemResult {
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    SystemResult {
+        system: system.into(),
+        iterations: times.len(),
+        median_s: at(0.5),
+        p99_s: at(0.99),
+        min_s: times[0],
+        of_optimum: optimum / at(0.5),
+        delivered_min: delivered,
+    }
+}
+
+const GLOO_SCRIPT: &str = r#"
+import json, os, sys, time
+import torch, torch.distributed as dist
+rank, world, size, iterations, master = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+os.environ["GLOO_SOCKET_IFNAME"] = "eth0"
+dist.init_process_group("gloo", init_method="tcp://%s:29500" % master, rank=rank, world_size=world)
+tensor = torch.ones(size // 4)
+dist.all_reduce(tensor)
+for i in range(iterations):
+    dist.barrier()
+    start = time.perf_counter()
+    dist.all_reduce(tensor)
+    elapsed = time.perf_counter() - start
+    if rank == 0:
+        print(json.dumps({"iteration": i, "seconds": elapsed}), flush=True)
+"#;
+
+/// Whether gloo can run here; the reason if not.
+pub fn gloo_unavailable() -> Option<String> {
+    let ok = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import torch.distributed as d; assert d.is_gloo_available()",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    (!ok).then(|| "gloo baseline: /usr/bin/python3 cannot import torch.distributed with gloo (Debian package python3-torch)".into())
+}
+
+/// Runs the benchmark; `endhost` is the binary to start on each host.
+pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchReport, String> {
+    let fabric =
+        Fabric::create(&spec.fabric).map_err(|e| format!("cannot build the fabric: {e}"))?;
+    let hosts = spec.fabric.hosts;
+    let optimum = optimum_seconds(hosts, spec.size_bytes, spec.fabric.rate_mbit);
+    let deadline = || {
+        Instant::now()
+            + Duration::from_secs_f64(120.0 + optimum * 20.0 * f64::from(spec.iterations))
+    };
+    let mut report = BenchReport {
+        hosts,
+        size_bytes: spec.size_bytes,
+        rate_mbit: spec.fabric.rate_mbit,
+        loss_percent: spec.fabric.loss_percent,
+        switch_buffer_ms: spec.fabric.switch_buffer_ms,
+        collective: spec.collective,
+        loss_bound: spec.loss_bound,
+        optimum_s: optimum,
+        results: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let mut children = Vec::new();
+    for rank in 0..hosts {
+        let path: PathBuf = scratch.join(format!("h{rank}.json"));
+        let config = serde_json::to_string(&host_config(spec, rank)).expect("a config serializes");
+        std::fs::write(&path, config)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let child = fabric
+            .command(rank, endhost.to_str().ok_or("a non-UTF-8 binary path")?)
+            .args(["run", "--json", "--config"])
+            .arg(&path)
+            .args(["--iterations", &spec.iterations.to_string()])
+            .args(["--size", &spec.size_bytes.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start endhost: {e}"))?;
+        children.push(child);
+    }
+    let output = collect(children, deadline()).map_err(|e| format!("endhost: {e}"))?;
+    let (t, delivered) = times(&output);
+    if t.is_empty() {
+        return Err(format!("endhost printed no timings:\n{output}"));
+    }
+    report
+        .results
+        .push(summarise("mltctl endhost", t, delivered, optimum));
+    if spec.gloo {
+        match gloo_unavailable() {
+            Some(why) => report.skipped.push(why),
+            None => {
+                let script = scratch.join("gloo_allreduce.py");
+                std::fs::write(&script, GLOO_SCRIPT).map_err(|e| e.to_string())?;
+                let master = Fabric::ip(0).to_string();
+                let mut children = Vec::new();
+                for rank in 0..hosts {
+                    let child = fabric
+                        .command(rank, "/usr/bin/python3")
+                        .arg(&script)
+                        .args([
+                            rank.to_string(),
+                            hosts.to_string(),
+                            spec.size_bytes.to_string(),
+                            spec.iterations.to_string(),
+                            master.clone(),
+                        ])
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .spawn()
+                        .map_err(|e| format!("cannot start python3: {e}"))?;
+                    children.push(child);
+                }
+                let output = collect(children, deadline()).map_err(|e| format!("gloo: {e}"))?;
+                let (t, _) = times(&output);
+                if t.is_empty() {
+                    return Err(format!("gloo printed no timings:\n{output}"));
+                }
+                report
+                    .results
+                    .push(summarise("gloo (torch.distributed)", t, 1.0, optimum));
+            }
+        }
+    }
+    drop(fabric);
+    Ok(report)
+}
+
+/// `1gbit`, `100mbit`, `10000` (Mbit/s).
+pub fn parse_rate(text: &str) -> Result<u64, String> {
+    let lower = text.to_ascii_lowercase();
+    let (number, scale) = if let Some(n) = lower.strip_suffix("gbit") {
+        (n, 1000.0)
+    } else if let Some(n) = lower.strip_suffix("mbit") {
+        (n, 1.0)
+    } else {
+        (lower.as_str(), 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a rate such as 1gbit or 100mbit"))?;
+    let mbit = (value * scale).round();
+    if mbit < 1.0 {
+        return Err(format!("`{text}` is below 1 Mbit/s"));
+    }
+    Ok(mbit as u64)
+}
+
+/// `64MiB`, `64MB`, `1000000`, `4KiB`, …
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let units: [(&str, u64); 7] = [
+        ("kib", 1 << 10),
+        ("mib", 1 << 20),
+        ("gib", 1 << 30),
+        ("kb", 1_000),
+        ("mb", 1_000_000),
+        ("gb", 1_000_000_000),
+        ("b", 1),
+    ];
+    let lower = text.to_ascii_lowercase();
+    let (number, scale) = units
+        .iter()
+        .find_map(|(suffix, scale)| lower.strip_suffix(suffix).map(|n| (n, *scale)))
+        .unwrap_or((lower.as_str(), 1));
+    let value: u64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size such as 64MiB"))?;
+    let bytes = value
+        .checked_mul(scale)
+        .ok_or(format!("`{text}` is too large"))?;
+    if bytes == 0 || bytes % 4 != 0 {
+        return Err(format!(
+            "`{text}` is not a positive multiple of 4 bytes (f32 values)"
+        ));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_sizes_and_the_optimum() {
+        assert_eq!(parse_rate("1gbit"), Ok(1000));
+        assert_eq!(parse_rate("100mbit"), Ok(100));
+        assert!(parse_rate("fast").is_err());
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("64MB"), Ok(64_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("3").is_err());
+        // 4 hosts, 64 MiB, 1 Gbit/s: 1.5 · 67108864 · 8 / 1e9 ≈ 0.805 s.
+        assert!((optimum_seconds(4, 64 << 20, 1000) - 0.805).abs() < 0.001);
+    }
+}

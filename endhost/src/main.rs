@@ -1,0 +1,323 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use endhost::bench::{self, BenchSpec};
+use endhost::collective::Algorithm;
+use endhost::config::{Collective, RateControl, TransportConfig};
+use endhost::netns::FabricSpec;
+use endhost::{Options, Transport};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  error: a file, the fabric, a peer or a collective failed (the message says which)
+  2  the command line is wrong";
+
+/// The end-host transport of mltctl: bounded-loss collectives over UDP, with per-packet
+/// DSCP/ECN tagging, TIMELY-like rate control and path spraying (MLT).
+#[derive(Parser)]
+#[command(name = "endhost", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Join the job a host configuration describes and run allreduces.
+    ///
+    /// FILE is what `mltctl plan -i INVENTORY --host NAME` prints. Every rank of the job
+    /// must run this; each waits for the others to come up (--connect-timeout). Then
+    /// --iterations allreduces of --size bytes run, each after a barrier, and the time
+    /// of each is printed. Use it to check a fabric before training, or to measure it.
+    #[command(after_help = EXIT_CODES)]
+    Run {
+        /// The host's transport configuration (JSON).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Allreduces to run.
+        #[arg(long, default_value_t = 1)]
+        iterations: u32,
+        /// Bytes per allreduce (f32 values): 64MiB, 64MB, 1048576, …
+        #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+        size: u64,
+        /// Override the job's collective.
+        #[arg(long, value_enum)]
+        collective: Option<CollectiveArg>,
+        /// Override the job's loss bound p (0: exact delivery).
+        #[arg(long)]
+        loss_bound: Option<f64>,
+        /// Seconds to wait for every peer to come up.
+        #[arg(long, default_value_t = 60)]
+        connect_timeout: u64,
+        /// One JSON object per line: each iteration, then the counters.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the transport on a namespace fabric built for the purpose.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Allreduce time against the link-rate optimum, optionally beside gloo.
+    ///
+    /// Builds --hosts network namespaces behind one bridge "switch" namespace, limits
+    /// every link to --rate with tbf (host side buffer --host-buffer-ms, switch side
+    /// --switch-buffer-ms), drops --loss percent of packets at random on the switch
+    /// (nftables), runs `endhost run` on every host, then the same with gloo
+    /// (torch.distributed, Debian's python3-torch) if --baseline gloo, removes the
+    /// fabric and prints median and p99 times. Needs root.
+    #[command(after_help = EXIT_CODES)]
+    Allreduce {
+        #[arg(long, default_value_t = 4)]
+        hosts: usize,
+        /// Bytes per allreduce: 64MiB, 64MB, …
+        #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+        size: u64,
+        /// Link rate: 1gbit, 100mbit, …
+        #[arg(long, default_value = "1gbit", value_parser = bench::parse_rate)]
+        rate: u64,
+        /// Packets dropped at random by the switch, percent.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        #[arg(long, value_enum, default_value = "ring")]
+        collective: CollectiveArg,
+        /// Loss bound p of the transport.
+        #[arg(long, default_value_t = 0.0)]
+        loss_bound: f64,
+        #[arg(long, default_value_t = 20)]
+        iterations: u32,
+        /// Switch port buffer (tbf latency), ms.
+        #[arg(long, default_value_t = 50)]
+        switch_buffer_ms: u32,
+        /// Host port buffer (tbf latency), ms.
+        #[arg(long, default_value_t = 50)]
+        host_buffer_ms: u32,
+        /// Rate control: below this RTT the rate grows (µs). MLT's default is 12.5 for a
+        /// 24 µs-RTT datacenter; namespaces on a shared CPU see RTTs of milliseconds.
+        #[arg(long, default_value_t = 500.0)]
+        t_low_us: f64,
+        /// Rate control: above this RTT the rate shrinks (µs); MLT's default is 125.
+        #[arg(long, default_value_t = 5000.0)]
+        t_high_us: f64,
+        /// Run gloo on the same fabric too.
+        #[arg(long, value_enum)]
+        baseline: Option<Baseline>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CollectiveArg {
+    Ring,
+    Transpose,
+    Ps,
+}
+
+impl From<CollectiveArg> for Collective {
+    fn from(c: CollectiveArg) -> Self {
+        match c {
+            CollectiveArg::Ring => Collective::Ring,
+            CollectiveArg::Transpose => Collective::Transpose,
+            CollectiveArg::Ps => Collective::Ps,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Baseline {
+    Gloo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            config,
+            iterations,
+            size,
+            collective,
+            loss_bound,
+            connect_timeout,
+            json,
+        } => run(
+            &config,
+            iterations,
+            size,
+            collective,
+            loss_bound,
+            connect_timeout,
+            json,
+        ),
+        Command::Bench(BenchCommand::Allreduce {
+            hosts,
+            size,
+            rate,
+            loss,
+            collective,
+            loss_bound,
+            iterations,
+            switch_buffer_ms,
+            host_buffer_ms,
+            t_low_us,
+            t_high_us,
+            baseline,
+            json,
+        }) => {
+            let spec = BenchSpec {
+                fabric: FabricSpec {
+                    hosts,
+                    rate_mbit: rate,
+                    host_buffer_ms,
+                    switch_buffer_ms,
+                    loss_percent: loss,
+                },
+                size_bytes: size,
+                iterations,
+                collective: collective.into(),
+                loss_bound,
+                rate_control: RateControl {
+                    t_low_us,
+                    t_high_us,
+                    ..RateControl::default()
+                },
+                phase_ms: 30_000,
+                gloo: baseline.is_some(),
+            };
+            bench_allreduce(&spec, json)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("endhost: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(
+    path: &PathBuf,
+    iterations: u32,
+    size: u64,
+    collective: Option<CollectiveArg>,
+    loss_bound: Option<f64>,
+    connect_timeout: u64,
+    json: bool,
+) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut config: TransportConfig = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a host configuration", path.display()))?;
+    if let Some(c) = collective {
+        config.job.collective = c.into();
+    }
+    if let Some(p) = loss_bound {
+        anyhow::ensure!((0.0..1.0).contains(&p), "--loss-bound must be in [0, 1)");
+        config.job.loss_bound = p;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let options = Options {
+            connect_timeout: Duration::from_secs(connect_timeout),
+            bind: None,
+        };
+        let transport = Transport::start(config, options).await?;
+        let values = (size / 4) as usize;
+        let barrier = |t: &Transport| {
+            let mut spec = t.allreduce_spec(u32::MAX, vec![0.0], 0);
+            spec.algorithm = Algorithm::Ring;
+            spec.loss_bound = 0.0;
+            spec
+        };
+        transport.allreduce(barrier(&transport)).await?;
+        let mut data = vec![1.0f32; values];
+        for iteration in 0..iterations {
+            transport.allreduce(barrier(&transport)).await?;
+            let spec = transport.allreduce_spec(0, data, 0);
+            let started = Instant::now();
+            let done = transport.allreduce(spec).await?;
+            let seconds = started.elapsed().as_secs_f64();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"iteration": iteration, "seconds": seconds, "delivered": done.delivered})
+                );
+            } else {
+                println!(
+                    "iteration {iteration}: {seconds:.3} s, {:.2}% delivered",
+                    done.delivered * 100.0
+                );
+            }
+            data = done.data;
+            data.fill(1.0);
+        }
+        let counters = transport.counters().await?;
+        transport.shutdown().await;
+        if json {
+            println!("{}", serde_json::json!({ "counters": counters }));
+        } else {
+            let sent: u64 = counters.peers.iter().map(|p| p.packets_sent).sum();
+            let resent: u64 = counters.peers.iter().map(|p| p.packets_retransmitted).sum();
+            println!(
+                "packets sent {sent}, retransmitted {resent}, dropped as malformed or foreign {}",
+                counters.dropped.total()
+            );
+        }
+        anyhow::Ok(())
+    })
+}
+
+fn bench_allreduce(spec: &BenchSpec, json: bool) -> anyhow::Result<()> {
+    if let Some(why) = endhost::netns::unavailable() {
+        anyhow::bail!("cannot build a namespace fabric: {why}");
+    }
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let report = bench::run(spec, &exe, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let report = report.map_err(anyhow::Error::msg)?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    println!(
+        "allreduce of {} bytes over {} hosts, links {} Mbit/s, switch buffer {} ms, loss {}%, {:?}, p = {}: optimum {:.3} s",
+        report.size_bytes,
+        report.hosts,
+        report.rate_mbit,
+        report.switch_buffer_ms,
+        report.loss_percent,
+        report.collective,
+        report.loss_bound,
+        report.optimum_s
+    );
+    println!(
+        "{:<26} {:>10} {:>10} {:>12} {:>10}",
+        "system", "median s", "p99 s", "of optimum", "delivered"
+    );
+    for r in &report.results {
+        println!(
+            "{:<26} {:>10.3} {:>10.3} {:>11.1}% {:>9.2}%",
+            r.system,
+            r.median_s,
+            r.p99_s,
+            r.of_optimum * 100.0,
+            r.delivered_min * 100.0
+        );
+    }
+    for why in &report.skipped {
+        println!("skipped: {why}");
+    }
+    Ok(())
+}

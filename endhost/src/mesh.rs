@@ -77,7 +77,9 @@ pub async fn connect(
             source,
         })?;
     let deadline = Instant::now() + config.connect_timeout;
-    let mut streams: Vec<Option<TcpStream>> = (0..world).map(|_| None).collect();
+    // Each connection, with what arrived after its HELLO: a peer that is already up
+    // may send its first frames right behind it.
+    let mut streams: Vec<Option<(TcpStream, Vec<u8>)>> = (0..world).map(|_| None).collect();
     // Lower ranks: we call them.
     for peer in 0..me {
         let address = config.addresses[usize::from(peer)];
@@ -96,9 +98,9 @@ pub async fn connect(
             });
         };
         let _ = stream.set_nodelay(true);
-        let peer = match read_hello(&mut stream, config.job).await {
-            Ok(peer) if missing.contains(&peer) => peer,
-            Ok(peer) => {
+        let (peer, rest) = match read_hello(&mut stream, config.job).await {
+            Ok((peer, rest)) if missing.contains(&peer) => (peer, rest),
+            Ok((peer, _)) => {
                 return Err(MeshError::Refused {
                     from,
                     why: format!("rank {peer} is not expected (already connected, or lower)"),
@@ -113,12 +115,12 @@ pub async fn connect(
                 why: e.to_string(),
             })?;
         missing.retain(|&m| m != peer);
-        streams[usize::from(peer)] = Some(stream);
+        streams[usize::from(peer)] = Some((stream, rest));
     }
     let mut outgoing = Vec::with_capacity(usize::from(world));
     let mut writers = Vec::new();
     for (peer, stream) in streams.into_iter().enumerate() {
-        let Some(stream) = stream else {
+        let Some((stream, rest)) = stream else {
             outgoing.push(None);
             continue;
         };
@@ -127,6 +129,7 @@ pub async fn connect(
         writers.push(tokio::spawn(write_frames(writer, rx)));
         tokio::spawn(read_frames(
             reader,
+            rest,
             peer as u16,
             incoming.clone(),
             wake.clone(),
@@ -141,7 +144,7 @@ async fn dial(
     peer: u16,
     address: SocketAddrV4,
     deadline: Instant,
-) -> Result<TcpStream, MeshError> {
+) -> Result<(TcpStream, Vec<u8>), MeshError> {
     let mut last = String::from("no attempt");
     while Instant::now() < deadline {
         match TcpStream::connect(address).await {
@@ -154,8 +157,8 @@ async fn dial(
                     read_hello(&mut stream, config.job).await
                 };
                 match tokio::time::timeout(Duration::from_secs(5), handshake).await {
-                    Ok(Ok(rank)) if rank == peer => return Ok(stream),
-                    Ok(Ok(rank)) => last = format!("rank {rank} answered instead"),
+                    Ok(Ok((rank, rest))) if rank == peer => return Ok((stream, rest)),
+                    Ok(Ok((rank, _))) => last = format!("rank {rank} answered instead"),
                     Ok(Err(why)) => last = why,
                     Err(_) => last = "no HELLO in 5 s".into(),
                 }
@@ -178,12 +181,13 @@ async fn write_hello(stream: &mut TcpStream, job: u32, rank: u16) -> io::Result<
     stream.write_all(&frame).await
 }
 
-async fn read_hello(stream: &mut TcpStream, job: u32) -> Result<u16, String> {
+/// Reads the peer's HELLO; returns its rank and whatever arrived after it.
+async fn read_hello(stream: &mut TcpStream, job: u32) -> Result<(u16, Vec<u8>), String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 64];
     loop {
         match Control::decode(&mut buf) {
-            Ok(Some(Control::Hello { job: j, rank })) if j == job => return Ok(rank),
+            Ok(Some(Control::Hello { job: j, rank })) if j == job => return Ok((rank, buf)),
             Ok(Some(Control::Hello { job: j, .. })) => {
                 return Err(format!("belongs to job {j}, not {job}"));
             }
@@ -216,18 +220,13 @@ async fn write_frames(mut writer: OwnedWriteHalf, mut rx: UnboundedReceiver<Cont
 
 async fn read_frames(
     mut reader: OwnedReadHalf,
+    mut buf: Vec<u8>,
     peer: u16,
     incoming: std::sync::mpsc::Sender<crate::driver::Inbound>,
     wake: impl Fn(),
 ) {
-    let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     let why = loop {
-        match reader.read(&mut chunk).await {
-            Ok(0) => break "closed the connection".to_string(),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => break e.to_string(),
-        }
         let mut frames = Vec::new();
         let failure = loop {
             match Control::decode(&mut buf) {
@@ -236,17 +235,83 @@ async fn read_frames(
                 Err(e) => break Some(e.to_string()),
             }
         };
-        for message in frames {
-            let inbound = crate::driver::Inbound::Net(Incoming::Control { peer, message });
-            if incoming.send(inbound).is_err() {
-                return;
+        if !frames.is_empty() {
+            for message in frames {
+                let inbound = crate::driver::Inbound::Net(Incoming::Control { peer, message });
+                if incoming.send(inbound).is_err() {
+                    return;
+                }
             }
+            wake();
         }
-        wake();
         if let Some(why) = failure {
             break why;
+        }
+        match reader.read(&mut chunk).await {
+            Ok(0) => break "closed the connection".to_string(),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => break e.to_string(),
         }
     };
     let _ = incoming.send(crate::driver::Inbound::Net(Incoming::Lost { peer, why }));
     wake();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Inbound;
+    use crate::wire::MessageId;
+
+    /// A peer that is already up sends its HELLO and its first frames in one write; the
+    /// frames behind the HELLO must not be lost.
+    #[test]
+    fn frames_right_behind_the_hello_are_delivered() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let lower = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let lower_addr = match lower.local_addr().unwrap() {
+                SocketAddr::V4(a) => a,
+                SocketAddr::V6(_) => unreachable!(),
+            };
+            let id = MessageId {
+                tensor: 1,
+                round: 0,
+                step: 0,
+            };
+            let fake_rank0 = tokio::spawn(async move {
+                let (mut stream, _) = lower.accept().await.unwrap();
+                read_hello(&mut stream, 5).await.unwrap();
+                let mut bytes = Vec::new();
+                Control::Hello { job: 5, rank: 0 }.encode(&mut bytes);
+                Control::Ready(id).encode(&mut bytes);
+                stream.write_all(&bytes).await.unwrap();
+                stream
+            });
+            let (tx, rx) = std::sync::mpsc::channel();
+            let config = MeshConfig {
+                job: 5,
+                rank: 1,
+                addresses: vec![lower_addr, SocketAddrV4::new([127, 0, 0, 1].into(), 0)],
+                connect_timeout: Duration::from_secs(5),
+            };
+            let _mesh = connect(&config, tx, || {}).await.unwrap();
+            let _stream = fake_rank0.await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                match rx.try_recv() {
+                    Ok(Inbound::Net(Incoming::Control { peer, message })) => {
+                        assert_eq!((peer, message), (0, Control::Ready(id)));
+                        break;
+                    }
+                    Ok(_) => panic!("unexpected inbound"),
+                    Err(_) if Instant::now() < deadline => tokio::task::yield_now().await,
+                    Err(e) => panic!("the READY never arrived: {e}"),
+                }
+            }
+        });
+    }
 }

@@ -17,6 +17,7 @@ pub mod netns;
 pub mod proto;
 pub mod transport;
 pub mod wire;
+pub mod workload;
 
 pub use addr::{AddrParseError, MacAddr, PciAddr};
 pub use transport::{Options, Transport, TransportError};

@@ -8,7 +8,7 @@ use endhost::bench::{self, BenchSpec};
 use endhost::collective::Algorithm;
 use endhost::config::{Collective, RateControl, TransportConfig};
 use endhost::netns::FabricSpec;
-use endhost::{Options, Transport};
+use endhost::{Options, Transport, workload};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -27,12 +27,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Join the job a host configuration describes and run allreduces.
+    /// Join the job a host configuration describes and run allreduces that check
+    /// themselves.
     ///
     /// FILE is what `mltctl plan -i INVENTORY --host NAME` prints. Every rank of the job
     /// must run this; each waits for the others to come up (--connect-timeout). Then
-    /// --iterations allreduces of --size bytes run, each after a barrier, and the time
-    /// of each is printed. Use it to check a fabric before training, or to measure it.
+    /// --iterations allreduces of --size bytes run, each after a barrier. Each rank's
+    /// input is known to all (rank r sends (r+1)·m(k), magnitudes varying by packet), so
+    /// each prints the time, the fraction delivered and the fraction of values that are
+    /// the exact sum. Use it to check a fabric before training, or to measure it.
     #[command(after_help = EXIT_CODES)]
     Run {
         /// The host's transport configuration (JSON).
@@ -53,6 +56,12 @@ enum Command {
         /// Seconds to wait for every peer to come up.
         #[arg(long, default_value_t = 60)]
         connect_timeout: u64,
+        /// Override the job's hard per-phase timeout, ms.
+        #[arg(long)]
+        phase_ms: Option<u32>,
+        /// Spread the tensor over this many layers for tagging [default: the job's].
+        #[arg(long)]
+        layers: Option<u16>,
         /// One JSON object per line: each iteration, then the counters.
         #[arg(long)]
         json: bool,
@@ -146,15 +155,21 @@ fn main() -> ExitCode {
             collective,
             loss_bound,
             connect_timeout,
+            phase_ms,
+            layers,
             json,
         } => run(
             &config,
-            iterations,
-            size,
-            collective,
-            loss_bound,
-            connect_timeout,
-            json,
+            RunOptions {
+                iterations,
+                size,
+                collective,
+                loss_bound,
+                connect_timeout,
+                phase_ms,
+                layers,
+                json,
+            },
         ),
         Command::Bench(BenchCommand::Allreduce {
             hosts,
@@ -203,36 +218,47 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(
-    path: &PathBuf,
+struct RunOptions {
     iterations: u32,
     size: u64,
     collective: Option<CollectiveArg>,
     loss_bound: Option<f64>,
     connect_timeout: u64,
+    phase_ms: Option<u32>,
+    layers: Option<u16>,
     json: bool,
-) -> anyhow::Result<()> {
+}
+
+fn run(path: &PathBuf, options: RunOptions) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut config: TransportConfig = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a host configuration", path.display()))?;
-    if let Some(c) = collective {
+    if let Some(c) = options.collective {
         config.job.collective = c.into();
     }
-    if let Some(p) = loss_bound {
+    if let Some(p) = options.loss_bound {
         anyhow::ensure!((0.0..1.0).contains(&p), "--loss-bound must be in [0, 1)");
         config.job.loss_bound = p;
     }
+    if let Some(ms) = options.phase_ms {
+        config.job.timeouts.phase_ms = ms;
+    }
+    let layers = options
+        .layers
+        .unwrap_or(u16::try_from(config.job.tagging.layers).unwrap_or(u16::MAX));
+    let (rank, world) = (config.rank, config.job.world_size);
+    let values = (options.size / 4) as usize;
+    let json = options.json;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let options = Options {
-            connect_timeout: Duration::from_secs(connect_timeout),
+        let start = Options {
+            connect_timeout: Duration::from_secs(options.connect_timeout),
             bind: None,
         };
-        let transport = Transport::start(config, options).await?;
-        let values = (size / 4) as usize;
+        let transport = Transport::start(config, start).await?;
         let barrier = |t: &Transport| {
             let mut spec = t.allreduce_spec(u32::MAX, vec![0.0], 0);
             spec.algorithm = Algorithm::Ring;
@@ -240,26 +266,30 @@ fn run(
             spec
         };
         transport.allreduce(barrier(&transport)).await?;
-        let mut data = vec![1.0f32; values];
-        for iteration in 0..iterations {
+        let mut data = workload::input(rank, values);
+        for iteration in 0..options.iterations {
             transport.allreduce(barrier(&transport)).await?;
-            let spec = transport.allreduce_spec(0, data, 0);
+            let mut spec = transport.allreduce_spec(0, data, 0);
+            spec.layers = workload::layer_map(values, layers);
             let started = Instant::now();
             let done = transport.allreduce(spec).await?;
             let seconds = started.elapsed().as_secs_f64();
+            let exact = workload::exact_fraction(&done.data, world);
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"iteration": iteration, "seconds": seconds, "delivered": done.delivered})
+                    serde_json::json!({"iteration": iteration, "seconds": seconds,
+                        "delivered": done.delivered, "exact": exact})
                 );
             } else {
                 println!(
-                    "iteration {iteration}: {seconds:.3} s, {:.2}% delivered",
-                    done.delivered * 100.0
+                    "iteration {iteration}: {seconds:.3} s, {:.2}% delivered, {:.2}% exact",
+                    done.delivered * 100.0,
+                    exact * 100.0
                 );
             }
             data = done.data;
-            data.fill(1.0);
+            data.copy_from_slice(&workload::input(rank, values));
         }
         let counters = transport.counters().await?;
         transport.shutdown().await;

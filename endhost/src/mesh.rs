@@ -8,9 +8,11 @@ use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
+use std::os::fd::AsRawFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::proto::Control;
@@ -30,6 +32,8 @@ pub struct MeshConfig {
     pub addresses: Vec<SocketAddrV4>,
     /// How long to keep trying to reach peers that have not started yet.
     pub connect_timeout: Duration,
+    /// IP TOS of the control connections: the control DSCP (its own switch queue).
+    pub tos: u8,
 }
 
 /// Connected: a sender per peer (`None` for this rank), and the tasks writing to
@@ -70,12 +74,10 @@ pub async fn connect(
     let me = config.rank;
     let world = config.addresses.len() as u16;
     let listen = config.addresses[usize::from(me)];
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| MeshError::Listen {
-            address: listen,
-            source,
-        })?;
+    let listener = listen_on(listen, config.tos).map_err(|source| MeshError::Listen {
+        address: listen,
+        source,
+    })?;
     let deadline = Instant::now() + config.connect_timeout;
     // Each connection, with what arrived after its HELLO: a peer that is already up
     // may send its first frames right behind it.
@@ -147,7 +149,11 @@ async fn dial(
 ) -> Result<(TcpStream, Vec<u8>), MeshError> {
     let mut last = String::from("no attempt");
     while Instant::now() < deadline {
-        match TcpStream::connect(address).await {
+        let connected = match socket(config.tos) {
+            Ok(socket) => socket.connect(address.into()).await,
+            Err(e) => Err(e),
+        };
+        match connected {
             Ok(mut stream) => {
                 let _ = stream.set_nodelay(true);
                 let handshake = async {
@@ -173,6 +179,35 @@ async fn dial(
         seconds: config.connect_timeout.as_secs(),
         last,
     })
+}
+
+/// A TCP socket whose packets, from the SYN on, carry the control DSCP (its own
+/// switch queue). Accepted connections inherit it from the listening socket.
+fn socket(tos: u8) -> io::Result<TcpSocket> {
+    let socket = TcpSocket::new_v4()?;
+    let value = libc::c_int::from(tos);
+    // SAFETY: a live socket and a pointer to an int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_TOS,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(socket)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn listen_on(address: SocketAddrV4, tos: u8) -> io::Result<TcpListener> {
+    let socket = socket(tos)?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(address.into())?;
+    socket.listen(1024)
 }
 
 async fn write_hello(stream: &mut TcpStream, job: u32, rank: u16) -> io::Result<()> {
@@ -297,6 +332,7 @@ mod tests {
                 rank: 1,
                 addresses: vec![lower_addr, SocketAddrV4::new([127, 0, 0, 1].into(), 0)],
                 connect_timeout: Duration::from_secs(5),
+                tos: 0,
             };
             let _mesh = connect(&config, tx, || {}).await.unwrap();
             let _stream = fake_rank0.await.unwrap();

@@ -135,12 +135,28 @@ impl Fabric {
             in_ns(&sw, "tc", &tbf(&port, &rate, &burst, &switch_latency))?;
         }
         if spec.loss_percent > 0.0 {
-            let per_10k = (spec.loss_percent * 100.0).round() as u32;
-            let rules = format!(
-                "table bridge lossy {{ chain forward {{ type filter hook forward priority 0; policy accept; \
-                 numgen random mod 10000 < {per_10k} counter drop }} }}"
-            );
-            in_ns(&sw, "nft", &[&rules])?;
+            let per_10k = (spec.loss_percent * 100.0).round().to_string();
+            in_ns(&sw, "nft", &["add", "table", "bridge", "lossy"])?;
+            in_ns(
+                &sw,
+                "nft",
+                &[
+                    "add",
+                    "chain",
+                    "bridge",
+                    "lossy",
+                    "forward",
+                    "{ type filter hook forward priority 0; policy accept; }",
+                ],
+            )?;
+            in_ns(
+                &sw,
+                "nft",
+                &[
+                    "add", "rule", "bridge", "lossy", "forward", "numgen", "random", "mod",
+                    "10000", "<", &per_10k, "counter", "drop",
+                ],
+            )?;
         }
         Ok(())
     }

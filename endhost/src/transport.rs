@@ -113,6 +113,7 @@ impl Transport {
                 rank: rank16,
                 addresses: control_addresses,
                 connect_timeout: options.connect_timeout,
+                tos: crate::proto::tagging::tos(config.job.tagging.control_dscp, false),
             },
             inbound_tx.clone(),
             move || waker.wake(),

@@ -68,7 +68,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let algorithm = algorithm(code, world);
-        let faults = Faults { loss, duplicate, jitter_ns: jitter };
+        let faults = Faults { loss, duplicate, jitter_ns: jitter, drop_retransmits: false };
         let all = ((1u32 << world) - 1) as f32;
         for c in run_allreduce(world, len, &algorithm, 0.0, faults, seed) {
             let done = c.result.as_ref().expect("the allreduce succeeds");
@@ -89,7 +89,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let algorithm = algorithm(code, world);
-        let faults = Faults { loss, duplicate, jitter_ns: jitter };
+        let faults = Faults { loss, duplicate, jitter_ns: jitter, drop_retransmits: false };
         let all = (1u32 << world) - 1;
         for c in run_allreduce(world, len, &algorithm, p, faults, seed) {
             let done = c.result.as_ref().expect("the allreduce succeeds");
@@ -118,6 +118,7 @@ fn weighted_subset_allreduce_sums_only_the_group() {
                 loss: 0.05,
                 duplicate: 0.05,
                 jitter_ns: 50_000,
+                drop_retransmits: false,
             },
             9,
             STRICT,
@@ -168,6 +169,7 @@ fn many_buckets_in_flight_complete_independently() {
             loss: 0.02,
             duplicate: 0.0,
             jitter_ns: 20_000,
+            drop_retransmits: false,
         },
         4,
         STRICT,
@@ -209,6 +211,7 @@ fn point_to_point_send_and_receive_pair_up_in_order() {
             loss: 0.1,
             duplicate: 0.1,
             jitter_ns: 30_000,
+            drop_retransmits: false,
         },
         5,
         STRICT,
@@ -258,4 +261,44 @@ fn a_silent_peer_fails_the_collective_within_its_timeout() {
         assert!(error.0.contains("rank"), "{error}");
     }
     assert!(sim.now <= 2_100_000_000, "failed at {} ns", sim.now);
+}
+
+#[test]
+fn early_exit_ends_a_receive_short_of_its_bound_only_when_allowed() {
+    // Retransmissions never arrive: 20% loss cannot be repaired.
+    let faults = Faults {
+        loss: 0.2,
+        duplicate: 0.0,
+        jitter_ns: 0,
+        drop_retransmits: true,
+    };
+    let adaptive = Timeouts {
+        phase_ms: 20_000,
+        adaptive: true,
+    };
+    // With a bound above 0, the receive ends after the grace, short of 1 − p, counted.
+    let mut sim = Sim::new(2, faults, 3, adaptive);
+    let send = sim.engines[0].post_send(0, 1, 1, vec![1.0; 20_000], 0);
+    let recv = sim.engines[1].post_recv(0, 0, 1, 20_000, 0.05);
+    let completions = sim.run(30_000_000_000);
+    let done = result_of(&completions[1], recv).result.clone().unwrap();
+    assert!(done.delivered < 0.95, "delivered {}", done.delivered);
+    assert!(result_of(&completions[0], send).result.is_ok());
+    assert_eq!(sim.engines[1].endpoint().counters().bound_missed, 1);
+    assert!(sim.now < 3_000_000_000, "ended at {} ns", sim.now);
+    // With p = 0 it never does: the phase times out instead.
+    let mut sim = Sim::new(
+        2,
+        faults,
+        3,
+        Timeouts {
+            phase_ms: 500,
+            adaptive: true,
+        },
+    );
+    sim.engines[0].post_send(0, 1, 1, vec![1.0; 20_000], 0);
+    let recv = sim.engines[1].post_recv(0, 0, 1, 20_000, 0.0);
+    let completions = sim.run(30_000_000_000);
+    let error = result_of(&completions[1], recv).result.clone().unwrap_err();
+    assert!(error.0.contains("no progress for 500 ms"), "{error}");
 }

@@ -15,11 +15,12 @@
 //!   bitmap of what is missing; the sender retransmits it and probes again, until STOP.
 //!   A probe that gets no answer is repeated after an RTO from the RTT samples. With
 //!   p = 0 delivery is exact.
-//! - **Early exit** (adaptive timeouts on): once a sender's first pass is over (its
-//!   last packet or its probe arrived), its receive waits for the missing data at most
-//!   four times the median recovery seen lately (20 ms to 2 s), then ends short of its
-//!   bound rather than hold the collective up (OptiReduce's tail cut; counted in
-//!   `bound_missed`).
+//! - **Early exit** (adaptive timeouts on, loss bound above 0): once a sender's first
+//!   pass is over (its last packet or its probe arrived), its receive waits for the
+//!   missing data at most four times the median recovery seen lately (250 ms — a TCP
+//!   retransmission of the control channel — to 2 s), then ends short of its bound
+//!   rather than hold the collective up (OptiReduce's tail cut; counted in
+//!   `bound_missed`). With p = 0 a receive never ends early.
 //! - **Rate control.** Per destination, TIMELY-like ([`rate`]); the receiver
 //!   acknowledges every `ack_every` data packets, echoing the send timestamp.
 //! - **Path spraying.** Packets to a peer go round-robin over its path addresses.
@@ -118,7 +119,7 @@ pub enum Event {
 
 /// Recovery times kept for the early-exit grace, and its bounds.
 const RECENT_RECOVERIES: usize = 16;
-const EARLY_EXIT_FLOOR_NS: u64 = 20_000_000;
+const EARLY_EXIT_FLOOR_NS: u64 = 250_000_000;
 const EARLY_EXIT_CAP_NS: u64 = 2_000_000_000;
 
 /// Packets a paced flow gathers tokens for before the driver wakes to send them.
@@ -127,6 +128,8 @@ const PACING_BATCH: usize = 16;
 /// Probes are repeated after at least this long without an answer, and at most after
 /// this long.
 const PROBE_FLOOR_US: f64 = 1_000.0;
+/// The least wait after a round of retransmissions before probing again.
+const PROBE_SETTLE_US: f64 = 200.0;
 const PROBE_CAP_US: f64 = 200_000.0;
 
 /// How long to wait for an answer to a probe: the RTO, doubled for each probe in a
@@ -149,6 +152,8 @@ struct Outgoing {
     probe_deadline: Option<u64>,
     /// Probes in a row that got no answer (the backoff exponent).
     unanswered: u32,
+    /// A probe is out; the deadline is for its answer (else: for sending one).
+    awaiting_answer: bool,
 }
 
 impl Outgoing {
@@ -165,6 +170,8 @@ struct Incoming {
     bitmap: Vec<u64>,
     received_elems: usize,
     need_elems: usize,
+    /// Whether the receive may end short of its bound (its bound is above 0).
+    may_end_early: bool,
     /// When the sender's first pass was seen to end (its last packet, or a probe).
     pass_over_at: Option<u64>,
     done: bool,
@@ -302,6 +309,7 @@ impl Endpoint {
                 ready,
                 probe_deadline: None,
                 unanswered: 0,
+                awaiting_answer: false,
             },
         );
         if ready {
@@ -338,6 +346,7 @@ impl Endpoint {
                 bitmap: vec![0; (packets as usize).div_ceil(64)],
                 received_elems: 0,
                 need_elems,
+                may_end_early: loss_bound > 0.0,
                 pass_over_at: None,
                 done: false,
             },
@@ -530,6 +539,7 @@ impl Endpoint {
                 };
                 send.probe_deadline = None;
                 send.unanswered = 0;
+                send.awaiting_answer = false;
                 let packets = send.packets;
                 for (first, n) in missing {
                     let end = first.saturating_add(n).min(packets);
@@ -648,12 +658,24 @@ impl Endpoint {
             out.copy_from_slice(&v.to_le_bytes());
         }
         drop(buffer);
-        let first_pass_over = send.next == send.packets && send.resend.is_empty();
-        if first_pass_over && send.probe_deadline.is_none() {
-            let rto = self.peers[usize::from(key.0)].timely.rto_us(PROBE_FLOOR_US);
-            send.probe_deadline = Some(now + probe_wait_ns(rto, send.unanswered));
-            self.control.push_back((key.0, Control::Probe(key.1)));
-            self.counters.probes_sent += 1;
+        let pass_over = send.next == send.packets && send.resend.is_empty();
+        if pass_over && send.probe_deadline.is_none() {
+            let timely = &self.peers[usize::from(key.0)].timely;
+            if retransmit {
+                // Retransmissions are still on their way: probe once they have landed,
+                // or the bitmap would ask for them again.
+                let settle_us = timely
+                    .srtt_us()
+                    .unwrap_or(PROBE_FLOOR_US)
+                    .max(PROBE_SETTLE_US);
+                send.probe_deadline = Some(now + (settle_us * 1_000.0) as u64);
+            } else {
+                let rto = timely.rto_us(PROBE_FLOOR_US);
+                send.probe_deadline = Some(now + probe_wait_ns(rto, send.unanswered));
+                send.awaiting_answer = true;
+                self.control.push_back((key.0, Control::Probe(key.1)));
+                self.counters.probes_sent += 1;
+            }
         }
         let peer = &mut self.peers[usize::from(key.0)];
         let path = peer.next_path % peer.paths;
@@ -695,7 +717,7 @@ impl Endpoint {
         let early_exits = self
             .recvs
             .values()
-            .filter(|r| self.config.early_exit && !r.done)
+            .filter(|r| self.config.early_exit && r.may_end_early && !r.done)
             .filter_map(move |r| r.pass_over_at.map(|at| at + grace));
         probes.chain(pacing).chain(early_exits).min()
     }
@@ -708,7 +730,9 @@ impl Endpoint {
             let overdue: Vec<(u16, MessageId)> = self
                 .recvs
                 .iter()
-                .filter(|(_, r)| !r.done && r.pass_over_at.is_some_and(|at| at + grace <= now))
+                .filter(|(_, r)| {
+                    r.may_end_early && !r.done && r.pass_over_at.is_some_and(|at| at + grace <= now)
+                })
                 .map(|(k, _)| *k)
                 .collect();
             for key in overdue {
@@ -717,7 +741,10 @@ impl Endpoint {
         }
         for ((peer, id), send) in &mut self.sends {
             if send.probe_deadline.is_some_and(|d| d <= now) && send.resend.is_empty() {
-                send.unanswered += 1;
+                if send.awaiting_answer {
+                    send.unanswered += 1;
+                }
+                send.awaiting_answer = true;
                 let rto = self.peers[usize::from(*peer)].timely.rto_us(PROBE_FLOOR_US);
                 send.probe_deadline = Some(now + probe_wait_ns(rto, send.unanswered));
                 self.control.push_back((*peer, Control::Probe(*id)));

@@ -18,6 +18,8 @@ pub struct Faults {
     pub duplicate: f64,
     /// Extra delay, uniform in [0, jitter_ns): packets overtake each other.
     pub jitter_ns: u64,
+    /// Lose every retransmission (a path that fails right after the first pass).
+    pub drop_retransmits: bool,
 }
 
 impl Faults {
@@ -25,6 +27,7 @@ impl Faults {
         loss: 0.0,
         duplicate: 0.0,
         jitter_ns: 0,
+        drop_retransmits: false,
     };
 }
 
@@ -143,11 +146,14 @@ impl Sim {
 
     /// Moves everything the engines want to send into the network.
     fn collect_output(&mut self) {
-        let mut buf = vec![0u8; 2048];
+        let mut buf = [0u8; 2048];
         for rank in 0..self.engines.len() {
             while let Some(tx) = self.engines[rank].poll_transmit(self.now, &mut buf) {
                 self.datagrams_sent += 1;
-                if self.rng.chance(self.faults.loss) {
+                let retransmit = endhost::wire::Packet::new_checked(&buf[..tx.len])
+                    .is_ok_and(|p| p.flags().has(endhost::wire::Flags::RETRANSMIT));
+                if self.rng.chance(self.faults.loss) || (retransmit && self.faults.drop_retransmits)
+                {
                     self.datagrams_lost += 1;
                     continue;
                 }

@@ -1,0 +1,483 @@
+//! `endhost run` as separate processes on hosts in network namespaces behind a bridge
+//! "switch" namespace (see `endhost::netns`): every collective, loss by nftables, a dead
+//! and a frozen peer, packets captured on the switch port to check DSCP and ECN, and
+//! foreign datagrams. Needs root, iproute2, tc and nft; otherwise every test is
+//! reported as skipped (ignored), with the reason on standard error.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use endhost::bench::{BenchSpec, host_config};
+use endhost::config::{ClassTag, Collective, RateControl, TransportConfig};
+use endhost::netns::{Fabric, FabricSpec};
+use endhost::wire::{Flags, Kind, Packet};
+use libtest_mimic::{Arguments, Trial};
+use serde_json::Value;
+
+fn main() {
+    let missing = endhost::netns::unavailable();
+    if let Some(why) = &missing {
+        eprintln!("namespace tests skipped: {why}");
+    }
+    let tests: Vec<(&str, fn())> = vec![
+        (
+            "every_collective_is_exact_across_namespaces",
+            every_collective,
+        ),
+        ("loss_from_nftables_is_recovered_or_bounded", loss),
+        ("a_killed_peer_fails_the_others_at_once", killed_peer),
+        (
+            "a_frozen_peer_fails_the_others_within_the_phase_timeout",
+            frozen_peer,
+        ),
+        ("dscp_and_ecn_are_set_on_the_wire", dscp_and_ecn),
+        (
+            "foreign_datagrams_are_dropped_and_counted",
+            foreign_datagrams,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test)| {
+            Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(missing.is_some())
+        })
+        .collect();
+    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+}
+
+/// Hosts of a fabric and their configuration files.
+struct Cluster {
+    fabric: Fabric,
+    dir: PathBuf,
+    configs: Vec<PathBuf>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn spec(hosts: usize, loss_percent: f64) -> BenchSpec {
+    BenchSpec {
+        fabric: FabricSpec {
+            hosts,
+            rate_mbit: 1000,
+            host_buffer_ms: 50,
+            switch_buffer_ms: 50,
+            loss_percent,
+        },
+        size_bytes: 0,
+        iterations: 0,
+        collective: Collective::Ring,
+        loss_bound: 0.0,
+        // Namespaces on a shared CPU: RTTs of milliseconds (see `endhost bench`).
+        rate_control: RateControl {
+            t_low_us: 500.0,
+            t_high_us: 5_000.0,
+            ..RateControl::default()
+        },
+        phase_ms: 20_000,
+        gloo: false,
+    }
+}
+
+fn cluster(name: &str, spec: &BenchSpec, tweak: impl Fn(&mut TransportConfig)) -> Cluster {
+    let fabric = Fabric::create(&spec.fabric).expect("the fabric is built");
+    let dir = std::env::temp_dir().join(format!("endhost-netns-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let configs = (0..spec.fabric.hosts)
+        .map(|rank| {
+            let mut config = host_config(spec, rank);
+            tweak(&mut config);
+            let path = dir.join(format!("h{rank}.json"));
+            std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+            path
+        })
+        .collect();
+    Cluster {
+        fabric,
+        dir,
+        configs,
+    }
+}
+
+impl Cluster {
+    fn spawn(&self, rank: usize, args: &[&str]) -> Child {
+        self.fabric
+            .command(rank, env!("CARGO_BIN_EXE_endhost"))
+            .args(["run", "--json", "--connect-timeout", "20", "--config"])
+            .arg(&self.configs[rank])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("endhost starts")
+    }
+
+    fn run_all(&self, args: &[&str]) -> Vec<Output> {
+        let children: Vec<Child> = (0..self.configs.len())
+            .map(|r| self.spawn(r, args))
+            .collect();
+        children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The JSON lines of a run: iterations, and the counters last.
+fn lines(out: &Output) -> (Vec<Value>, Value) {
+    let values: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    let counters = values.last().expect("a counters line")["counters"].clone();
+    let iterations = values
+        .into_iter()
+        .filter(|v| v.get("iteration").is_some())
+        .collect();
+    (iterations, counters)
+}
+
+fn every_collective() {
+    let c = cluster("collectives", &spec(4, 0.0), |_| {});
+    for collective in ["ring", "transpose", "ps"] {
+        for (rank, out) in c
+            .run_all(&[
+                "--collective",
+                collective,
+                "--size",
+                "4MiB",
+                "--iterations",
+                "2",
+            ])
+            .iter()
+            .enumerate()
+        {
+            assert!(
+                out.status.success(),
+                "{collective} rank {rank}: {}",
+                text(out)
+            );
+            let (iterations, counters) = lines(out);
+            assert_eq!(iterations.len(), 2);
+            for i in &iterations {
+                assert_eq!(i["exact"], 1.0, "{collective} rank {rank}: {i}");
+                assert_eq!(i["delivered"], 1.0);
+            }
+            assert_eq!(counters["dropped"]["malformed"], 0);
+        }
+    }
+}
+
+fn loss() {
+    let c = cluster("loss", &spec(4, 3.0), |_| {});
+    // p = 0: every loss is retransmitted; the results are exact.
+    let mut retransmitted = 0;
+    for (rank, out) in c
+        .run_all(&[
+            "--collective",
+            "ring",
+            "--size",
+            "4MiB",
+            "--iterations",
+            "2",
+        ])
+        .iter()
+        .enumerate()
+    {
+        assert!(out.status.success(), "rank {rank}: {}", text(out));
+        let (iterations, counters) = lines(out);
+        assert!(
+            iterations.iter().all(|i| i["exact"] == 1.0),
+            "rank {rank}: {iterations:?} {counters}"
+        );
+        retransmitted += counters["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["packets_retransmitted"].as_u64().unwrap())
+            .sum::<u64>();
+    }
+    assert!(retransmitted > 0, "3% loss caused no retransmission");
+    // p = 0.05: every receive gets at least 95%.
+    for (rank, out) in c
+        .run_all(&[
+            "--collective",
+            "transpose",
+            "--size",
+            "4MiB",
+            "--iterations",
+            "2",
+            "--loss-bound",
+            "0.05",
+        ])
+        .iter()
+        .enumerate()
+    {
+        assert!(out.status.success(), "rank {rank}: {}", text(out));
+        for i in lines(out).0 {
+            assert!(i["delivered"].as_f64().unwrap() >= 0.95, "rank {rank}: {i}");
+        }
+    }
+}
+
+/// Starts every rank on a long run, lets it get going, then does `what` to rank 3;
+/// the others must fail, each with a message containing one of `expected`, within
+/// `limit` of it.
+fn peer_trouble(name: &str, what: &str, extra: &[&str], limit: Duration, expected: &[&str]) {
+    let c = cluster(name, &spec(4, 0.0), |_| {});
+    let mut args = vec!["--size", "1MiB", "--iterations", "100000"];
+    args.extend_from_slice(extra);
+    let mut children: Vec<Child> = (0..4).map(|r| c.spawn(r, &args)).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    for (rank, child) in children.iter_mut().enumerate() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "rank {rank} stopped early"
+        );
+    }
+    let pid = children[3].id().to_string();
+    Command::new("kill")
+        .args([what, &pid])
+        .status()
+        .expect("kill runs");
+    let hit = Instant::now();
+    for (rank, child) in children.iter_mut().enumerate().take(3) {
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                hit.elapsed() < limit,
+                "rank {rank} still running after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(!status.success(), "rank {rank}");
+        assert!(
+            expected.iter().any(|e| stderr.contains(e)),
+            "rank {rank}: {stderr}"
+        );
+    }
+    let _ = children[3].kill();
+    let _ = children[3].wait();
+}
+
+fn killed_peer() {
+    peer_trouble(
+        "killed",
+        "-KILL",
+        &[],
+        Duration::from_secs(5),
+        &["rank 3 is gone", "is gone"],
+    );
+}
+
+fn frozen_peer() {
+    // A frozen process keeps its connections open: only the timeout can tell.
+    peer_trouble(
+        "frozen",
+        "-STOP",
+        &["--phase-ms", "2000"],
+        Duration::from_secs(8),
+        &["no progress for 2000 ms", "is gone"],
+    );
+}
+
+/// Captures frames on interface `iface` of namespace `ns` for `duration`.
+fn capture(ns: &str, iface: &str, duration: Duration) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    let ns = ns.to_string();
+    let iface = std::ffi::CString::new(iface).unwrap();
+    std::thread::spawn(move || {
+        let netns = File::open(Path::new("/run/netns").join(&ns)).expect("the namespace exists");
+        // SAFETY: setns on this thread only, with a namespace file we hold open.
+        assert_eq!(
+            unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) },
+            0
+        );
+        let protocol = (libc::ETH_P_ALL as u16).to_be() as i32;
+        // SAFETY: creating a raw packet socket; checked below.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, protocol) };
+        assert!(fd >= 0, "AF_PACKET: {}", std::io::Error::last_os_error());
+        // SAFETY: fd is a fresh descriptor we own.
+        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_ll is plain data; the index comes from the kernel.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = protocol as u16;
+        addr.sll_ifindex = unsafe { libc::if_nametoindex(iface.as_ptr()) } as i32;
+        assert!(addr.sll_ifindex > 0, "no interface in {ns}");
+        // SAFETY: binding our socket to a valid sockaddr_ll.
+        let rc = unsafe {
+            libc::bind(
+                socket.as_raw_fd(),
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert_eq!(rc, 0);
+        let timeout = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        // SAFETY: setting a receive timeout from a timeval.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&timeout as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        let mut frames = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        let end = Instant::now() + duration;
+        while Instant::now() < end {
+            // SAFETY: receiving into a buffer of the size given.
+            let n =
+                unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n > 0 {
+                frames.push(buf[..n as usize].to_vec());
+            }
+        }
+        frames
+    })
+}
+
+fn dscp_and_ecn() {
+    let layers = 4u32;
+    let c = cluster("dscp", &spec(2, 0.0), |config| {
+        config.job.tagging.layers = layers;
+        config.job.tagging.classes = (0..layers as u8)
+            .map(|class| ClassTag {
+                class,
+                dscp: 32 + class,
+                queue: 6 - class,
+                first_layer: u32::from(class),
+                last_layer: u32::from(class),
+            })
+            .collect();
+    });
+    let sniffer = capture(
+        &c.fabric.switch(),
+        &c.fabric.switch_port(0),
+        Duration::from_secs(6),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    for out in c.run_all(&["--size", "2MiB", "--iterations", "2", "--layers", "4"]) {
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let frames = sniffer.join().unwrap();
+    let (mut data, mut important, mut control) = (0, 0, 0);
+    let mut dscps = std::collections::BTreeSet::new();
+    for frame in &frames {
+        if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] {
+            continue;
+        }
+        let ip = &frame[14..];
+        let (tos, ihl, protocol) = (ip[1], usize::from(ip[0] & 0x0f) * 4, ip[9]);
+        let (dscp, ecn) = (tos >> 2, tos & 0b11);
+        let transport = &ip[ihl..];
+        let dst_port = u16::from_be_bytes([transport[2], transport[3]]);
+        match (protocol, dst_port) {
+            (17, 11000) => {
+                let packet = Packet::new_checked(&transport[8..]).expect("our datagrams parse");
+                if packet.kind() == Some(Kind::Ack) {
+                    assert_eq!(
+                        (dscp, ecn),
+                        (46, 0),
+                        "acknowledgements go in the control class"
+                    );
+                    continue;
+                }
+                data += 1;
+                assert_eq!(
+                    dscp,
+                    32 + packet.layer() as u8,
+                    "the DSCP of the packet's layer"
+                );
+                let marked = packet.flags().has(Flags::IMPORTANT);
+                assert_eq!(
+                    ecn,
+                    if marked { 0b10 } else { 0 },
+                    "ECT(0) exactly on important packets"
+                );
+                important += u32::from(marked);
+                dscps.insert(dscp);
+            }
+            (6, 11100) => {
+                control += 1;
+                assert_eq!(dscp, 46, "the control channel has the control DSCP");
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        data > 500,
+        "captured {data} data packets of {} frames",
+        frames.len()
+    );
+    assert!(
+        important > 0 && important < data,
+        "{important} of {data} important"
+    );
+    assert_eq!(dscps.len(), 4, "every layer class seen: {dscps:?}");
+    assert!(control > 0);
+}
+
+fn foreign_datagrams() {
+    let c = cluster("foreign", &spec(2, 0.0), |_| {});
+    let first = c.spawn(0, &["--size", "1MiB", "--iterations", "2"]);
+    std::thread::sleep(Duration::from_millis(500));
+    // From host 1, before its own endhost starts: datagrams too short for a header,
+    // and long ones that are not ours.
+    let target = format!("/dev/udp/{}/11000", Fabric::ip(0));
+    let script = format!(
+        "for i in 1 2 3 4 5; do printf 'ML\\x01' > {target}; printf '%064d' 0 > {target}; done"
+    );
+    let status = c
+        .fabric
+        .command(1, "bash")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let second = c.spawn(1, &["--size", "1MiB", "--iterations", "2"]);
+    for (rank, child) in [first, second].into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let (iterations, counters) = lines(&out);
+        assert!(iterations.iter().all(|i| i["exact"] == 1.0));
+        let dropped = &counters["dropped"];
+        let expected = if rank == 0 { 5 } else { 0 };
+        assert_eq!(dropped["truncated"], expected, "rank {rank}: {dropped}");
+        assert_eq!(dropped["foreign"], expected, "rank {rank}: {dropped}");
+    }
+}

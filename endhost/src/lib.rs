@@ -8,6 +8,7 @@
 
 pub mod addr;
 pub mod bench;
+pub mod capi;
 pub mod collective;
 pub mod config;
 pub mod datapath;

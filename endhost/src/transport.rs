@@ -35,7 +35,8 @@ pub enum TransportError {
 pub struct Options {
     /// How long to wait for every peer to come up.
     pub connect_timeout: Duration,
-    /// Bind the data socket here instead of 0.0.0.0 (tests on one host).
+    /// Bind the data socket here. Default: the host's address when it has no other
+    /// path address, else 0.0.0.0 (every path address).
     pub bind: Option<Ipv4Addr>,
 }
 
@@ -102,7 +103,14 @@ impl Transport {
                 .map(|a| SocketAddrV4::new(a, ports.data))
                 .collect();
         }
-        let bind = SocketAddrV4::new(options.bind.unwrap_or(Ipv4Addr::UNSPECIFIED), ports.data);
+        let local = config.local.ip;
+        let only_local = config.local.path_addresses.iter().all(|a| *a == local);
+        let default_bind = if only_local {
+            local
+        } else {
+            Ipv4Addr::UNSPECIFIED
+        };
+        let bind = SocketAddrV4::new(options.bind.unwrap_or(default_bind), ports.data);
         let datapath = UdpDatapath::bind(bind).map_err(TransportError::Socket)?;
         let (inbound_tx, inbound_rx) = std::sync::mpsc::channel();
         let wake = Wake::new().map_err(TransportError::Socket)?;

@@ -302,3 +302,26 @@ fn early_exit_ends_a_receive_short_of_its_bound_only_when_allowed() {
     let error = result_of(&completions[1], recv).result.clone().unwrap_err();
     assert!(error.0.contains("no progress for 500 ms"), "{error}");
 }
+
+#[test]
+fn a_collective_started_after_a_peer_left_fails_at_once() {
+    let mut sim = Sim::new(3, Faults::NONE, 2, STRICT);
+    sim.engines[0].peer_lost(2, "closed the connection");
+    let spec = Allreduce {
+        tensor: 0,
+        data: vec![1.0; 100],
+        algorithm: Algorithm::Ring,
+        group: None,
+        weights: None,
+        layers: Vec::new(),
+        loss_bound: 0.0,
+    };
+    let op = sim.engines[0].allreduce(0, spec);
+    let completion = sim.engines[0].poll_completion().expect("failed at once");
+    assert_eq!(completion.op, op);
+    let error = completion.result.unwrap_err();
+    assert!(
+        error.0.contains("rank 2 is gone (closed the connection)"),
+        "{error}"
+    );
+}

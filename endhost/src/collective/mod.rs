@@ -112,6 +112,9 @@ pub struct Engine {
     next_op: OpId,
     rounds: HashMap<(u32, Option<(u16, Direction)>), u32>,
     completions: VecDeque<Completion>,
+    /// Peers whose control connection is gone, and why: nothing involving them can
+    /// finish any more.
+    lost: HashMap<u16, String>,
 }
 
 impl Engine {
@@ -124,6 +127,7 @@ impl Engine {
             next_op: 1,
             rounds: HashMap::new(),
             completions: VecDeque::new(),
+            lost: HashMap::new(),
         }
     }
 
@@ -305,8 +309,15 @@ impl Engine {
             self.index
                 .insert((t.direction, t.peer, op.id(t.step)), (id, i));
         }
+        let gone = op
+            .transfers
+            .iter()
+            .find_map(|t| self.lost.get(&t.peer).map(|why| (t.peer, why.clone())));
         self.ops.insert(id, op);
-        self.advance(now, id);
+        match gone {
+            Some((peer, why)) => self.fail(id, format!("rank {peer} is gone ({why})")),
+            None => self.advance(now, id),
+        }
         id
     }
 
@@ -424,6 +435,7 @@ impl Engine {
     /// The control connection to `peer` is gone: operations still waiting on it cannot
     /// finish. (A peer that finished everything with us and left is fine.)
     pub fn peer_lost(&mut self, peer: u16, why: &str) {
+        self.lost.insert(peer, why.to_string());
         let affected: Vec<OpId> = self
             .ops
             .iter()

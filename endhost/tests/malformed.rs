@@ -1,0 +1,192 @@
+//! The corpus of malformed and foreign datagrams (`tests/corpus/malformed/`): each is
+//! dropped, counted under the reason its file name starts with, and changes nothing.
+//! `ENDHOST_WRITE_CORPUS=1` rewrites the corpus from the cases below; the fuzz target
+//! (`fuzz/`) starts from it too.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+
+use endhost::config::{RateControl, Tagging};
+use endhost::proto::{Endpoint, EndpointConfig, Place, Region};
+use endhost::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet};
+
+const LEN: usize = 1000;
+
+fn endpoint() -> (Endpoint, Rc<RefCell<Vec<f32>>>) {
+    let config = EndpointConfig {
+        job: 7,
+        rank: 0,
+        world: 3,
+        mtu: 1500,
+        rate: RateControl::default(),
+        line_bps: 1e9,
+        tagging: Tagging {
+            control_dscp: 46,
+            layers: 1,
+            classes: Vec::new(),
+            importance: Default::default(),
+        },
+        paths: vec![1; 3],
+        early_exit: false,
+    };
+    let mut endpoint = Endpoint::new(config, 0);
+    let buffer = Rc::new(RefCell::new(vec![0.0f32; LEN]));
+    let region = Region {
+        buffer: buffer.clone(),
+        start: 0,
+        len: LEN,
+    };
+    endpoint.post_recv(1, id(), region, Place::Add, 0.0);
+    (endpoint, buffer)
+}
+
+fn id() -> MessageId {
+    MessageId {
+        tensor: 3,
+        round: 0,
+        step: 0,
+    }
+}
+
+/// A valid first packet of the posted receive; cases edit it.
+fn valid() -> (Header, Vec<u8>) {
+    let payload_elems = (1500 - 28 - HEADER_LEN) / 4;
+    let header = Header {
+        kind: Kind::Data,
+        flags: Flags::default(),
+        class: 0,
+        rank: 1,
+        job: 7,
+        id: id(),
+        layer: 0,
+        sequence: 0,
+        length: (payload_elems * 4) as u16,
+        offset: 0,
+        timestamp: 1,
+    };
+    (header, emit(&header, payload_elems * 4))
+}
+
+fn emit(header: &Header, payload: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; HEADER_LEN + payload];
+    Packet::new_unchecked(&mut bytes[..]).emit(header);
+    for (i, b) in bytes[HEADER_LEN..].iter_mut().enumerate() {
+        *b = (i % 7) as u8 + 1;
+    }
+    bytes
+}
+
+fn cases() -> Vec<(&'static str, Vec<u8>)> {
+    let (header, good) = valid();
+    let with = |edit: &dyn Fn(&mut Header)| {
+        let mut h = header;
+        edit(&mut h);
+        emit(&h, usize::from(header.length))
+    };
+    let poke = |at: usize, value: u8| {
+        let mut b = good.clone();
+        b[at] = value;
+        b
+    };
+    vec![
+        ("truncated-empty", Vec::new()),
+        ("truncated-one-byte", vec![0x4d]),
+        ("truncated-header", good[..HEADER_LEN - 1].to_vec()),
+        ("truncated-payload", good[..good.len() - 1].to_vec()),
+        ("foreign-magic", poke(0, 0x00)),
+        ("foreign-version", poke(2, 9)),
+        (
+            "foreign-text",
+            b"GET / HTTP/1.1\r\nHost: example\r\n\r\nxxxxxxxxxxxxxxxxxxxxxxxx".to_vec(),
+        ),
+        ("malformed-kind", poke(3, 7)),
+        ("malformed-flags", poke(4, 0x80)),
+        ("malformed-reserved", poke(31, 1)),
+        (
+            "malformed-length-not-whole-values",
+            with(&|h| h.length -= 2),
+        ),
+        ("malformed-offset-inside-a-value", with(&|h| h.offset = 2)),
+        (
+            "malformed-empty-data",
+            emit(
+                &Header {
+                    length: 0,
+                    ..header
+                },
+                0,
+            ),
+        ),
+        ("malformed-ack-with-payload", with(&|h| h.kind = Kind::Ack)),
+        ("foreign_job-another-job", with(&|h| h.job = 8)),
+        ("unknown_rank-beyond-the-job", with(&|h| h.rank = 9)),
+        ("unknown_rank-ourselves", with(&|h| h.rank = 0)),
+        ("out_of_range-sequence", with(&|h| h.sequence = 999)),
+        (
+            "out_of_range-offset-not-the-sequences",
+            with(&|h| h.offset = 4096),
+        ),
+        ("out_of_range-short-length", {
+            let mut h = header;
+            h.length -= 4;
+            emit(&h, usize::from(h.length))
+        }),
+        ("late-unknown-message", with(&|h| h.id.tensor = 4)),
+        ("late-unknown-sender", with(&|h| h.rank = 2)),
+    ]
+}
+
+fn corpus() -> &'static Path {
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/corpus/malformed"
+    ))
+}
+
+#[test]
+fn every_malformed_datagram_is_dropped_and_counted_under_its_reason() {
+    if std::env::var_os("ENDHOST_WRITE_CORPUS").is_some() {
+        for (name, bytes) in cases() {
+            std::fs::write(corpus().join(format!("{name}.bin")), bytes).unwrap();
+        }
+    }
+    let mut files: Vec<_> = std::fs::read_dir(corpus()).unwrap().flatten().collect();
+    files.sort_by_key(|f| f.file_name());
+    assert_eq!(files.len(), cases().len(), "the corpus matches the cases");
+    for file in files {
+        let name = file.file_name().to_string_lossy().to_string();
+        let reason = name.split('-').next().unwrap();
+        let bytes = std::fs::read(file.path()).unwrap();
+        let (mut endpoint, buffer) = endpoint();
+        endpoint.handle_datagram(10, &bytes);
+        let counters = endpoint.counters();
+        let d = &counters.dropped;
+        let late: u64 = counters.peers.iter().map(|p| p.late).sum();
+        let counted = match reason {
+            "truncated" => d.truncated,
+            "foreign" => d.foreign,
+            "malformed" => d.malformed,
+            "foreign_job" => d.foreign_job,
+            "unknown_rank" => d.unknown_rank,
+            "out_of_range" => d.out_of_range,
+            "late" => late,
+            other => panic!("{name}: unknown reason {other}"),
+        };
+        assert_eq!(counted, 1, "{name}: {counters:?}");
+        assert_eq!(d.total() + late, 1, "{name}: counted once");
+        assert!(
+            buffer.borrow().iter().all(|&v| v == 0.0),
+            "{name} changed the buffer"
+        );
+        assert!(
+            endpoint.poll_event().is_none(),
+            "{name} completed something"
+        );
+    }
+    // And the valid packet the cases start from is accepted.
+    let (mut endpoint, buffer) = endpoint();
+    endpoint.handle_datagram(10, &valid().1);
+    assert_eq!(endpoint.counters().dropped.total(), 0);
+    assert!(buffer.borrow()[0] != 0.0);
+}

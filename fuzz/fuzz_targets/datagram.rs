@@ -1,0 +1,54 @@
+//! Any bytes as a received datagram: the header view either refuses them or gives
+//! in-bounds fields, and an endpoint with receives posted never panics on them.
+
+#![no_main]
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use endhost::config::{RateControl, Tagging};
+use endhost::proto::{Endpoint, EndpointConfig, Place, Region};
+use endhost::wire::{Header, MessageId, Packet};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(packet) = Packet::new_checked(data) {
+        let header = Header::parse(&packet);
+        assert!(packet.total_len() <= data.len());
+        assert_eq!(packet.payload().len(), usize::from(header.length));
+    }
+    let config = EndpointConfig {
+        job: 1,
+        rank: 0,
+        world: 3,
+        mtu: 1500,
+        rate: RateControl::default(),
+        line_bps: 1e9,
+        tagging: Tagging {
+            control_dscp: 46,
+            layers: 1,
+            classes: Vec::new(),
+            importance: Default::default(),
+        },
+        paths: vec![1; 3],
+        early_exit: true,
+    };
+    let mut endpoint = Endpoint::new(config, 0);
+    let buffer = Rc::new(RefCell::new(vec![0.0f32; 1000]));
+    for (peer, tensor) in [(1u16, 0u32), (2, 1)] {
+        let id = MessageId {
+            tensor,
+            round: 0,
+            step: 0,
+        };
+        let region = Region {
+            buffer: buffer.clone(),
+            start: 0,
+            len: 1000,
+        };
+        endpoint.post_recv(peer, id, region, Place::Add, 0.0);
+    }
+    endpoint.handle_datagram(1, data);
+    let mut out = [0u8; 2048];
+    while endpoint.poll_transmit(2, &mut out).is_some() {}
+});

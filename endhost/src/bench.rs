@@ -38,6 +38,8 @@ pub struct SystemResult {
     pub of_optimum: f64,
     /// The smallest fraction delivered in any iteration (1 for gloo).
     pub delivered_min: f64,
+    /// Every iteration's time, in the order they ran.
+    pub seconds: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -183,7 +185,8 @@ fn times(output: &str) -> (Vec<f64>, f64) {
     (times, delivered)
 }
 
-fn summarise(system: &str, mut times: Vec<f64>, delivered: f64, optimum: f64) -> SystemResult {
+fn summarise(system: &str, seconds: Vec<f64>, delivered: f64, optimum: f64) -> SystemResult {
+    let mut times = seconds.clone();
     times.sort_by(f64::total_cmp);
     let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
     SystemResult {
@@ -194,6 +197,7 @@ fn summarise(system: &str, mut times: Vec<f64>, delivered: f64, optimum: f64) ->
         min_s: times[0],
         of_optimum: optimum / at(0.5),
         delivered_min: delivered,
+        seconds,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod driver;
 pub mod mesh;
 pub mod netns;
 pub mod proto;
+mod sockopt;
 pub mod transport;
 pub mod wire;
 pub mod workload;

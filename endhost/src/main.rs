@@ -76,9 +76,8 @@ enum BenchCommand {
     /// Allreduce time against the link-rate optimum, optionally beside gloo.
     ///
     /// Builds --hosts network namespaces behind one bridge "switch" namespace, limits
-    /// every link to --rate with tbf (host side buffer --host-buffer-ms, switch side
-    /// --switch-buffer-ms), drops --loss percent of packets at random on the switch
-    /// (nftables), runs `endhost run` on every host, then the same with gloo
+    /// every switch port to --rate with tbf (its buffer: --switch-buffer-ms), drops
+    /// --loss percent of all packets at random on the switch (nftables), runs `endhost run` on every host, then the same with gloo
     /// (torch.distributed, Debian's python3-torch) if --baseline gloo, removes the
     /// fabric and prints median and p99 times. Needs root.
     #[command(after_help = EXIT_CODES)]
@@ -101,11 +100,13 @@ enum BenchCommand {
         loss_bound: f64,
         #[arg(long, default_value_t = 20)]
         iterations: u32,
-        /// Switch port buffer (tbf latency), ms.
+        /// Switch port buffer (tbf latency on the switch's ports), ms; 0: no shaping.
         #[arg(long, default_value_t = 50)]
         switch_buffer_ms: u32,
-        /// Host port buffer (tbf latency), ms.
-        #[arg(long, default_value_t = 50)]
+        /// Shape the hosts' side of each link too, with this buffer (ms). 0, the
+        /// default: hosts send as fast as they like and the switch ports are the
+        /// bottleneck, so bursts meet the switch buffer as they would on a fabric.
+        #[arg(long, default_value_t = 0)]
         host_buffer_ms: u32,
         /// Rate control: below this RTT the rate grows (µs). MLT's default is 12.5 for a
         /// 24 µs-RTT datacenter; namespaces on a shared CPU see RTTs of milliseconds.

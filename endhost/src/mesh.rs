@@ -16,6 +16,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::proto::Control;
+use crate::sockopt::set_int;
 
 /// What the control channel tells the datapath thread.
 #[derive(Debug)]
@@ -99,7 +100,7 @@ pub async fn connect(
                 seconds: config.connect_timeout.as_secs(),
             });
         };
-        let _ = stream.set_nodelay(true);
+        tune(&stream);
         let (peer, rest) = match read_hello(&mut stream, config.job).await {
             Ok((peer, rest)) if missing.contains(&peer) => (peer, rest),
             Ok((peer, _)) => {
@@ -155,7 +156,7 @@ async fn dial(
         };
         match connected {
             Ok(mut stream) => {
-                let _ = stream.set_nodelay(true);
+                tune(&stream);
                 let handshake = async {
                     write_hello(&mut stream, config.job, config.rank)
                         .await
@@ -185,22 +186,32 @@ async fn dial(
 /// switch queue). Accepted connections inherit it from the listening socket.
 fn socket(tos: u8) -> io::Result<TcpSocket> {
     let socket = TcpSocket::new_v4()?;
-    let value = libc::c_int::from(tos);
-    // SAFETY: a live socket and a pointer to an int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_TOS,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(socket)
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_int(
+        socket.as_raw_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_TOS,
+        libc::c_int::from(tos),
+    )?;
+    Ok(socket)
+}
+
+/// linux/tcp.h, Linux 6.15 and later.
+const TCP_RTO_MIN_US: libc::c_int = 45;
+/// The control channel's retransmission floor. Linux's default, 200 ms, is longer than
+/// a whole collective step: one lost STOP or bitmap would stall the collective that
+/// long. Spurious retransmissions of these small frames cost next to nothing.
+const CONTROL_RTO_MIN_US: libc::c_int = 5_000;
+
+/// No Nagle delay; a short retransmission floor where the kernel allows one per socket
+/// (older kernels keep their 200 ms; `ip route … rto_min` sets it per route there).
+fn tune(stream: &TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let _ = set_int(
+        stream.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        TCP_RTO_MIN_US,
+        CONTROL_RTO_MIN_US,
+    );
 }
 
 fn listen_on(address: SocketAddrV4, tos: u8) -> io::Result<TcpListener> {

@@ -1,6 +1,8 @@
 //! A test fabric on one machine: each host a network namespace with one veth into a
-//! "switch" namespace that bridges them (iproute2). Every link is rate-limited by tbf in
-//! both directions; the switch side's tbf latency is its buffer. Random loss, if asked,
+//! "switch" namespace that bridges them (iproute2). tbf on a switch port limits the
+//! link's rate towards its host and its latency is the port's buffer, so traffic that
+//! converges on a port, or comes faster than the port drains, queues and drops there as
+//! on a switch. The hosts' side can be shaped too (a NIC queue). Random loss, if asked,
 //! is an nftables rule on the switch (`numgen random`). The kernel has no netem, so this
 //! is how links, buffers and loss are emulated. Dropping the fabric deletes every
 //! namespace it made (and with them their links and rules).
@@ -15,9 +17,9 @@ pub struct FabricSpec {
     pub hosts: usize,
     /// Link rate, Mbit/s.
     pub rate_mbit: u64,
-    /// tbf latency (buffer) on the hosts' side of each link, ms.
+    /// tbf latency (buffer) on the hosts' side of each link, ms; 0: not shaped.
     pub host_buffer_ms: u32,
-    /// tbf latency (buffer) on the switch's ports, ms.
+    /// tbf latency (buffer) on the switch's ports, ms; 0: not shaped.
     pub switch_buffer_ms: u32,
     /// Packets the switch drops at random, percent.
     pub loss_percent: f64,
@@ -129,10 +131,14 @@ impl Fabric {
             in_ns(&host, "ip", &["link", "set", "lo", "up"])?;
             in_ns(&sw, "ip", &["link", "set", &port, "master", "br0"])?;
             in_ns(&sw, "ip", &["link", "set", &port, "up"])?;
-            let host_latency = format!("{}ms", spec.host_buffer_ms);
-            let switch_latency = format!("{}ms", spec.switch_buffer_ms);
-            in_ns(&host, "tc", &tbf("eth0", &rate, &burst, &host_latency))?;
-            in_ns(&sw, "tc", &tbf(&port, &rate, &burst, &switch_latency))?;
+            if spec.host_buffer_ms > 0 {
+                let latency = format!("{}ms", spec.host_buffer_ms);
+                in_ns(&host, "tc", &tbf("eth0", &rate, &burst, &latency))?;
+            }
+            if spec.switch_buffer_ms > 0 {
+                let latency = format!("{}ms", spec.switch_buffer_ms);
+                in_ns(&sw, "tc", &tbf(&port, &rate, &burst, &latency))?;
+            }
         }
         if spec.loss_percent > 0.0 {
             let per_10k = (spec.loss_percent * 100.0).round().to_string();

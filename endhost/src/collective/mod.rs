@@ -27,6 +27,13 @@ use schedule::{Direction, Transfer};
 /// The step number of point-to-point messages.
 pub const POINT_TO_POINT: u16 = u16::MAX;
 
+/// Collectives are pipelined in pieces of about this many values (1 MiB), at most
+/// this many pieces per transfer: enough that a step's tail (the last packets'
+/// queueing, a probe's round trip, retransmissions) overlaps the next step's start,
+/// few enough that per-message control traffic stays small.
+pub const SLICE_ELEMS: usize = 1 << 18;
+const MAX_SLICES: usize = 8;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Algorithm {
     Ring,
@@ -115,6 +122,8 @@ pub struct Engine {
     /// Peers whose control connection is gone, and why: nothing involving them can
     /// finish any more.
     lost: HashMap<u16, String>,
+    /// The pipeline's piece size, in values.
+    slice_elems: usize,
 }
 
 impl Engine {
@@ -128,7 +137,15 @@ impl Engine {
             rounds: HashMap::new(),
             completions: VecDeque::new(),
             lost: HashMap::new(),
+            slice_elems: SLICE_ELEMS,
         }
+    }
+
+    /// Pipelines collectives in pieces of about `elems` values instead of
+    /// [`SLICE_ELEMS`]. Every rank of a job must use the same size.
+    pub fn with_slice_elems(mut self, elems: usize) -> Engine {
+        self.slice_elems = elems.max(1);
+        self
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -194,6 +211,8 @@ impl Engine {
                 schedule::sharded(&group, servers, me, data.len())
             }
         };
+        let slices = schedule::slices(&transfers, self.slice_elems, MAX_SLICES, POINT_TO_POINT);
+        let transfers = schedule::pipelined(transfers, slices);
         let round = self.round(spec.tensor, None);
         let what = format!(
             "allreduce of tensor {} (round {round}, {:?})",

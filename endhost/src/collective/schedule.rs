@@ -92,6 +92,54 @@ pub fn ring(group: &[u16], me: usize, len: usize) -> Vec<Transfer> {
     schedule
 }
 
+/// How many pieces to cut a schedule's transfers into: about `slice_elems` values
+/// each, at most `max_slices`, and few enough that every piece's step number stays
+/// below `step_limit`.
+pub fn slices(
+    schedule: &[Transfer],
+    slice_elems: usize,
+    max_slices: usize,
+    step_limit: u16,
+) -> usize {
+    let longest = schedule.iter().map(|t| t.len).max().unwrap_or(0);
+    let steps = schedule
+        .iter()
+        .map(|t| usize::from(t.step) + 1)
+        .max()
+        .unwrap_or(1);
+    let by_step = usize::from(step_limit) / steps;
+    (longest / slice_elems.max(1))
+        .clamp(1, max_slices)
+        .min(by_step.max(1))
+}
+
+/// Cuts every transfer into `slices` pieces, piece j of a transfer depending on piece
+/// j of each of its dependencies (which cover the same values): the pipelined
+/// collective. A step's first pieces arrive early, so the next step starts while the
+/// rest of this one is still on the wire. Piece j of step s is step s·slices + j.
+pub fn pipelined(schedule: Vec<Transfer>, slices: usize) -> Vec<Transfer> {
+    if slices <= 1 {
+        return schedule;
+    }
+    let mut pieces = Vec::with_capacity(schedule.len() * slices);
+    for t in &schedule {
+        debug_assert!(t.after.iter().all(|&a| schedule[a].len == t.len));
+        for j in 0..slices {
+            let (offset, len) = chunk(t.len, slices, j);
+            pieces.push(Transfer {
+                direction: t.direction,
+                peer: t.peer,
+                step: t.step * slices as u16 + j as u16,
+                start: t.start + offset,
+                len,
+                place: t.place,
+                after: t.after.iter().map(|&a| a * slices + j).collect(),
+            });
+        }
+    }
+    pieces
+}
+
 /// The sharded allreduce of `len` elements for member `me` of `group`, with shards on
 /// `servers` (a subset of the group, in order).
 pub fn sharded(group: &[u16], servers: &[u16], me: usize, len: usize) -> Vec<Transfer> {
@@ -236,8 +284,40 @@ mod tests {
                 check(|grp, i| sharded(grp, grp, i, len), &group, len);
                 let servers: Vec<u16> = group.iter().copied().take(2).collect();
                 check(|grp, i| sharded(grp, &servers, i, len), &group, len);
+                for slices in [2, 3] {
+                    check(|grp, i| pipelined(ring(grp, i, len), slices), &group, len);
+                    check(
+                        |grp, i| pipelined(sharded(grp, grp, i, len), slices),
+                        &group,
+                        len,
+                    );
+                }
             }
         }
+    }
+
+    #[test]
+    fn pieces_cover_each_transfer_and_keep_steps_apart() {
+        let group = [0, 1, 2, 3];
+        let whole = ring(&group, 1, 1000);
+        let pieces = pipelined(whole.clone(), 4);
+        assert_eq!(pieces.len(), whole.len() * 4);
+        for (i, t) in whole.iter().enumerate() {
+            let mine = &pieces[i * 4..i * 4 + 4];
+            assert_eq!(mine.iter().map(|p| p.len).sum::<usize>(), t.len);
+            assert_eq!(mine[0].start, t.start);
+            let steps: Vec<u16> = mine.iter().map(|p| p.step).collect();
+            assert_eq!(steps, (0..4).map(|j| t.step * 4 + j).collect::<Vec<_>>());
+        }
+        // 64 MiB of f32 over 4 ranks in 1 MiB pieces: 16 MiB chunks, capped at 8.
+        assert_eq!(slices(&whole, 1000, 8, u16::MAX - 1), 1);
+        let big = ring(&group, 1, 16 << 20);
+        assert_eq!(slices(&big, 1 << 18, 8, u16::MAX - 1), 8);
+        assert_eq!(
+            slices(&big, 1 << 18, 8, 12),
+            2,
+            "6 steps, step numbers below 12"
+        );
     }
 
     #[test]

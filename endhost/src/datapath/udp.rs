@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use super::Datapath;
+use crate::sockopt::set_int;
 
 // linux/udp.h
 const UDP_SEGMENT: libc::c_int = 103;
@@ -45,29 +46,6 @@ pub struct UdpDatapath {
     spare: Vec<Vec<u8>>,
 }
 
-fn setsockopt(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: a valid descriptor and a pointer to an int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn sockaddr(addr: &SocketAddrV4) -> libc::sockaddr_in {
     // SAFETY: sockaddr_in is plain data; every field used is set below.
     let mut sa: libc::sockaddr_in = unsafe { zeroed() };
@@ -88,12 +66,12 @@ impl UdpDatapath {
         // Bursts of a whole tensor chunk arrive faster than one thread drains them:
         // ask for a deep receive buffer (the forced variant needs CAP_NET_ADMIN).
         let rcvbuf = 64 << 20;
-        if setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
-            setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
+        if set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
+            set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
         }
-        setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20)?;
+        set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20)?;
         // Receive offload is an optimisation: without it datagrams come one by one.
-        let _ = setsockopt(fd, libc::SOL_UDP, UDP_GRO, 1);
+        let _ = set_int(fd, libc::SOL_UDP, UDP_GRO, 1);
         Ok(UdpDatapath {
             socket,
             gso: true,

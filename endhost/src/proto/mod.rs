@@ -46,6 +46,8 @@ pub type Buffer = Rc<RefCell<Vec<f32>>>;
 
 /// Bytes of IPv4 and UDP headers in front of ours.
 pub const IP_UDP_HEADERS: usize = 28;
+/// The Ethernet header, which a link's rate is spent on too.
+const ETHERNET_HEADER: usize = 14;
 
 /// A range of elements of a buffer.
 #[derive(Debug, Clone)]
@@ -122,6 +124,14 @@ const RECENT_RECOVERIES: usize = 16;
 const EARLY_EXIT_FLOOR_NS: u64 = 250_000_000;
 const EARLY_EXIT_CAP_NS: u64 = 2_000_000_000;
 
+/// A longer RTT sample is an echo we never sent (times wrap every 71 minutes).
+const MAX_RTT_US: u32 = 10_000_000;
+
+/// The wire's send time: microseconds, modulo 2³².
+fn micros(now_ns: u64) -> u32 {
+    (now_ns / 1_000) as u32
+}
+
 /// Packets a paced flow gathers tokens for before the driver wakes to send them.
 const PACING_BATCH: usize = 16;
 
@@ -141,6 +151,8 @@ fn probe_wait_ns(rto_us: f64, unanswered: u32) -> u64 {
 
 #[derive(Debug)]
 struct Outgoing {
+    /// Post order: a peer's older sends go first.
+    order: u64,
     region: Region,
     layers: LayerMap,
     threshold: f32,
@@ -182,20 +194,38 @@ impl Incoming {
         self.bitmap[seq as usize / 64] & (1 << (seq % 64)) != 0
     }
 
-    fn missing(&self) -> Vec<(u32, u32)> {
+    /// Missing packets, as (first, count) ranges, the first `wanted` of them.
+    fn missing(&self, wanted: u32) -> Vec<(u32, u32)> {
         let mut ranges: Vec<(u32, u32)> = Vec::new();
+        let mut listed = 0;
         for seq in 0..self.packets {
+            if listed == wanted {
+                break;
+            }
             if !self.has(seq) {
+                let full = ranges.len() == control::MAX_RANGES;
                 match ranges.last_mut() {
                     Some((first, n)) if *first + *n == seq => *n += 1,
+                    _ if full => break,
                     _ => ranges.push((seq, 1)),
                 }
-                if ranges.len() == control::MAX_RANGES {
-                    break;
-                }
+                listed += 1;
             }
         }
         ranges
+    }
+
+    /// How many missing packets to ask for: enough to reach the bound, plus a margin
+    /// for retransmissions lost at the rate the first pass lost packets. Asking for
+    /// all of them would resend up to p of the message for nothing.
+    fn wanted(&self, payload_elems: usize) -> u32 {
+        let arrived: u32 = self.bitmap.iter().map(|w| w.count_ones()).sum();
+        let missing = self.packets - arrived;
+        let short = self.need_elems.saturating_sub(self.received_elems);
+        let needed = short.div_ceil(payload_elems) as u32;
+        let loss = f64::from(missing) / f64::from(self.packets);
+        let margin = (2.0 * loss * f64::from(needed)).ceil() as u32 + 1;
+        missing.min(needed + margin)
     }
 }
 
@@ -206,6 +236,8 @@ struct Peer {
     next_path: usize,
     paths: usize,
     since_ack: u32,
+    /// Sends to this peer that may have data, oldest first.
+    queue: VecDeque<(u64, MessageId)>,
 }
 
 /// One host's end of the transport.
@@ -217,11 +249,15 @@ pub struct Endpoint {
     peers: Vec<Peer>,
     sends: HashMap<(u16, MessageId), Outgoing>,
     recvs: HashMap<(u16, MessageId), Incoming>,
-    /// Sends with something to transmit, served round-robin.
-    active: VecDeque<(u16, MessageId)>,
+    /// Peers with sends queued, served round-robin; each peer's sends go oldest first,
+    /// so a pipelined collective's early pieces finish early and unlock the next step.
+    rotation: VecDeque<u16>,
+    /// The host's own link: all peers together never exceed its line rate.
+    link: Pacer,
+    next_order: u64,
     /// READYs that came before the send was posted.
     early_ready: HashSet<(u16, MessageId)>,
-    acks: VecDeque<(u16, MessageId, u32, u64)>,
+    acks: VecDeque<(u16, MessageId, u32, u32)>,
     control: VecDeque<(u16, Control)>,
     events: VecDeque<Event>,
     counters: Counters,
@@ -243,6 +279,7 @@ impl Endpoint {
                     .unwrap_or(1)
                     .max(1),
                 since_ack: 0,
+                queue: VecDeque::new(),
             })
             .collect();
         Endpoint {
@@ -253,7 +290,9 @@ impl Endpoint {
             peers,
             sends: HashMap::new(),
             recvs: HashMap::new(),
-            active: VecDeque::new(),
+            rotation: VecDeque::new(),
+            link: Pacer::new(now),
+            next_order: 0,
             early_ready: HashSet::new(),
             acks: VecDeque::new(),
             control: VecDeque::new(),
@@ -297,9 +336,12 @@ impl Endpoint {
             return;
         }
         let ready = self.early_ready.remove(&(peer, id));
+        let order = self.next_order;
+        self.next_order += 1;
         self.sends.insert(
             (peer, id),
             Outgoing {
+                order,
                 region,
                 layers,
                 threshold,
@@ -313,7 +355,21 @@ impl Endpoint {
             },
         );
         if ready {
-            self.active.push_back((peer, id));
+            self.activate(peer, id);
+        }
+    }
+
+    /// Queues a send that has data again (ready, or missing packets to resend).
+    fn activate(&mut self, peer: u16, id: MessageId) {
+        let Some(order) = self.sends.get(&(peer, id)).map(|s| s.order) else {
+            return;
+        };
+        let queue = &mut self.peers[usize::from(peer)].queue;
+        if let Err(at) = queue.binary_search(&(order, id)) {
+            queue.insert(at, (order, id));
+        }
+        if !self.rotation.contains(&peer) {
+            self.rotation.push_back(peer);
         }
     }
 
@@ -359,7 +415,9 @@ impl Endpoint {
         let ours = |id: &MessageId| id.tensor == tensor && id.round == round;
         self.sends.retain(|(_, id), _| !ours(id));
         self.recvs.retain(|(_, id), _| !ours(id));
-        self.active.retain(|(_, id)| !ours(id));
+        for peer in &mut self.peers {
+            peer.queue.retain(|(_, id)| !ours(id));
+        }
         self.early_ready.retain(|(_, id)| !ours(id));
     }
 
@@ -400,9 +458,11 @@ impl Endpoint {
 
     fn on_ack(&mut self, now: u64, peer: u16, header: &Header) {
         self.counters.peers[usize::from(peer)].acks_received += 1;
-        if header.timestamp <= now {
-            let rtt_us = (now - header.timestamp) as f64 / 1_000.0;
-            self.peers[usize::from(peer)].timely.on_rtt(rtt_us);
+        let rtt_us = micros(now).wrapping_sub(header.timestamp);
+        if rtt_us <= MAX_RTT_US {
+            self.peers[usize::from(peer)]
+                .timely
+                .on_rtt(f64::from(rtt_us));
         }
     }
 
@@ -422,7 +482,7 @@ impl Endpoint {
             .len
             .saturating_sub(offset_elems)
             .min(payload_elems);
-        if seq >= recv.packets || header.offset != offset_elems as u64 * 4 || elems != expected {
+        if seq >= recv.packets || header.offset != (offset_elems * 4) as u32 || elems != expected {
             self.counters.dropped.out_of_range += 1;
             return;
         }
@@ -506,7 +566,7 @@ impl Endpoint {
             Control::Ready(id) => match self.sends.get_mut(&(peer, id)) {
                 Some(send) if !send.ready => {
                     send.ready = true;
-                    self.active.push_back((peer, id));
+                    self.activate(peer, id);
                 }
                 Some(_) => {}
                 None => {
@@ -515,7 +575,6 @@ impl Endpoint {
             },
             Control::Stop(id) => {
                 if self.sends.remove(&(peer, id)).is_some() {
-                    self.active.retain(|k| *k != (peer, id));
                     self.events.push_back(Event::SendDone { peer, id });
                 }
             }
@@ -526,7 +585,7 @@ impl Endpoint {
                         self.counters.bitmaps_sent += 1;
                         Control::Bitmap {
                             id,
-                            missing: recv.missing(),
+                            missing: recv.missing(recv.wanted(self.payload_elems)),
                         }
                     }
                     _ => Control::Stop(id),
@@ -549,8 +608,8 @@ impl Endpoint {
                     // Nothing missing yet no STOP: the STOP is on its way; ask again later.
                     let rto = self.peers[usize::from(peer)].timely.rto_us(PROBE_FLOOR_US);
                     send.probe_deadline = Some(now + probe_wait_ns(rto, 0));
-                } else if !self.active.contains(&(peer, id)) {
-                    self.active.push_back((peer, id));
+                } else {
+                    self.activate(peer, id);
                 }
             }
         }
@@ -563,7 +622,6 @@ impl Endpoint {
             let header = Header {
                 kind: Kind::Ack,
                 flags: Flags::default(),
-                class: 0,
                 rank: self.config.rank,
                 job: self.config.job,
                 id,
@@ -582,25 +640,41 @@ impl Endpoint {
                 len: HEADER_LEN,
             });
         }
-        for _ in 0..self.active.len() {
-            let key = self.active.pop_front()?;
-            let Some(send) = self.sends.get(&key) else {
+        let frame = self.frame_bytes();
+        if !self.link.has(now, self.config.line_bps, frame) {
+            return None;
+        }
+        for _ in 0..self.rotation.len() {
+            let peer_rank = self.rotation.pop_front()?;
+            let peer = &mut self.peers[usize::from(peer_rank)];
+            // Sends without data (stopped, or waiting for a probe's answer) leave the
+            // queue; `activate` puts them back.
+            while let Some(&(_, id)) = peer.queue.front() {
+                if self
+                    .sends
+                    .get(&(peer_rank, id))
+                    .is_some_and(Outgoing::has_data)
+                {
+                    break;
+                }
+                peer.queue.pop_front();
+            }
+            let Some(&(_, id)) = peer.queue.front() else {
                 continue;
             };
-            if !send.has_data() {
+            self.rotation.push_back(peer_rank);
+            if !peer.pacer.take(now, peer.timely.rate_bps(), frame) {
                 continue;
             }
-            let peer = &mut self.peers[usize::from(key.0)];
-            let bytes = HEADER_LEN + self.payload_elems * 4 + IP_UDP_HEADERS;
-            if !peer.pacer.take(now, peer.timely.rate_bps(), bytes) {
-                self.active.push_back(key);
-                continue;
-            }
-            let transmit = self.emit_data(now, key, buf);
-            self.active.push_back(key);
-            return Some(transmit);
+            self.link.take(now, self.config.line_bps, frame);
+            return Some(self.emit_data(now, (peer_rank, id), buf));
         }
         None
+    }
+
+    /// Bytes a full data packet takes on the link.
+    fn frame_bytes(&self) -> usize {
+        ETHERNET_HEADER + IP_UDP_HEADERS + HEADER_LEN + self.payload_elems * 4
     }
 
     fn emit_data(&mut self, now: u64, key: (u16, MessageId), buf: &mut [u8]) -> Transmit {
@@ -641,15 +715,14 @@ impl Endpoint {
         let header = Header {
             kind: Kind::Data,
             flags: Flags(flags),
-            class,
             rank: self.config.rank,
             job: self.config.job,
             id: key.1,
             layer,
             sequence: seq,
             length: (elems * 4) as u16,
-            offset: first as u64 * 4,
-            timestamp: now,
+            offset: (first * 4) as u32,
+            timestamp: micros(now),
         };
         let len = HEADER_LEN + elems * 4;
         let mut packet = Packet::new_unchecked(&mut buf[..len]);
@@ -704,15 +777,22 @@ impl Endpoint {
     /// wakes for batches rather than for every packet.
     pub fn next_timeout(&self) -> Option<u64> {
         let probes = self.sends.values().filter_map(|s| s.probe_deadline);
-        let bytes = (HEADER_LEN + self.payload_elems * 4 + IP_UDP_HEADERS) * PACING_BATCH;
-        let pacing = self.active.iter().filter_map(|key| {
-            let send = self.sends.get(key)?;
-            if !send.has_data() {
-                return None;
-            }
-            let peer = &self.peers[usize::from(key.0)];
-            Some(peer.pacer.ready_at(peer.timely.rate_bps(), bytes))
-        });
+        let bytes = self.frame_bytes() * PACING_BATCH;
+        let pacing = self
+            .rotation
+            .iter()
+            .filter(|&&rank| {
+                self.peers[usize::from(rank)]
+                    .queue
+                    .iter()
+                    .any(|(_, id)| self.sends.get(&(rank, *id)).is_some_and(Outgoing::has_data))
+            })
+            .map(|&rank| {
+                let peer = &self.peers[usize::from(rank)];
+                peer.pacer.ready_at(peer.timely.rate_bps(), bytes)
+            })
+            .min()
+            .map(|at| at.max(self.link.ready_at(self.config.line_bps, bytes)));
         let grace = self.early_exit_grace_ns();
         let early_exits = self
             .recvs
@@ -756,5 +836,156 @@ impl Endpoint {
     /// Whether anything is waiting to go out right now (acknowledgements or control).
     pub fn has_pending_output(&self) -> bool {
         !self.acks.is_empty() || !self.control.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(world: u16, line_bps: f64) -> Endpoint {
+        endpoint_of(0, world, line_bps)
+    }
+
+    fn endpoint_of(rank: u16, world: u16, line_bps: f64) -> Endpoint {
+        let config = EndpointConfig {
+            job: 1,
+            rank,
+            world,
+            mtu: 1500,
+            rate: RateControl::default(),
+            line_bps,
+            tagging: Tagging {
+                control_dscp: 46,
+                layers: 1,
+                classes: Vec::new(),
+                importance: Importance::default(),
+            },
+            paths: vec![1; usize::from(world)],
+            early_exit: false,
+        };
+        Endpoint::new(config, 0)
+    }
+
+    fn id(step: u16) -> MessageId {
+        MessageId {
+            tensor: 1,
+            round: 0,
+            step,
+        }
+    }
+
+    /// Posts a send of `packets` full packets to `peer` and lets the peer say READY.
+    fn send(endpoint: &mut Endpoint, peer: u16, step: u16, packets: usize) {
+        let len = packets * endpoint.payload_elems;
+        let region = Region {
+            buffer: Rc::new(RefCell::new(vec![1.0; len])),
+            start: 0,
+            len,
+        };
+        endpoint.post_send(peer, id(step), region, Rc::new(Vec::new()));
+        endpoint.handle_control(0, peer, Control::Ready(id(step)));
+    }
+
+    /// Everything sent up to `until_ns`, polling every `tick_ns`: (time, peer, step).
+    fn drain(endpoint: &mut Endpoint, until_ns: u64, tick_ns: u64) -> Vec<(u64, u16, u16)> {
+        let mut sent = Vec::new();
+        let mut buf = [0u8; 2048];
+        let mut now = 0;
+        while now <= until_ns {
+            while let Some(tx) = endpoint.poll_transmit(now, &mut buf) {
+                let packet = Packet::new_checked(&buf[..tx.len]).expect("our own packet");
+                sent.push((now, tx.peer, packet.step()));
+            }
+            now += tick_ns;
+        }
+        sent
+    }
+
+    #[test]
+    fn a_peers_older_sends_go_first_and_peers_take_turns() {
+        let mut endpoint = endpoint(3, 10e9);
+        send(&mut endpoint, 1, 0, 10);
+        send(&mut endpoint, 1, 1, 10);
+        send(&mut endpoint, 2, 0, 10);
+        let sent = drain(&mut endpoint, 1_000_000, 1_000);
+        assert_eq!(sent.len(), 30);
+        let to_one: Vec<u16> = sent.iter().filter(|s| s.1 == 1).map(|s| s.2).collect();
+        assert_eq!(to_one, [vec![0; 10], vec![1; 10]].concat(), "step 0 first");
+        // While both peers have data they alternate.
+        let first: Vec<u16> = sent.iter().take(20).map(|s| s.1).collect();
+        assert_eq!(first.iter().filter(|&&p| p == 2).count(), 10, "{first:?}");
+    }
+
+    #[test]
+    fn all_peers_together_keep_to_the_line_rate() {
+        let line_bps = 1e9;
+        let mut endpoint = endpoint(4, line_bps);
+        for peer in 1..4 {
+            send(&mut endpoint, peer, 0, 2_000);
+        }
+        let window_ns = 20_000_000;
+        let sent = drain(&mut endpoint, window_ns, 10_000);
+        let bytes = (sent.len() * endpoint.frame_bytes()) as f64;
+        let line_bytes = line_bps / 8.0 * window_ns as f64 / 1e9;
+        // Each peer's own pacer would allow the line rate to each: three times as much.
+        assert!(
+            bytes <= line_bytes * 1.02,
+            "{bytes} bytes in a window of {line_bytes}"
+        );
+        assert!(
+            bytes >= line_bytes * 0.95,
+            "{bytes} bytes in a window of {line_bytes}"
+        );
+        for peer in 1..4 {
+            let share = sent.iter().filter(|s| s.1 == peer).count() as f64 / sent.len() as f64;
+            assert!((share - 1.0 / 3.0).abs() < 0.02, "peer {peer}: {share}");
+        }
+    }
+
+    /// The bitmap a receiver of 1,000 packets answers a probe with, after all but
+    /// `lost` of them arrived.
+    fn bitmap_after(loss_bound: f64, lost: u32) -> u32 {
+        let mut sender = endpoint_of(1, 2, 10e9);
+        let mut receiver = endpoint_of(0, 2, 10e9);
+        let len = 1000 * sender.payload_elems;
+        let buffer = Rc::new(RefCell::new(vec![0.0; len]));
+        let region = Region {
+            buffer,
+            start: 0,
+            len,
+        };
+        receiver.post_recv(1, id(0), region, Place::Add, loss_bound);
+        send(&mut sender, 0, 0, 1000);
+        let mut buf = [0u8; 2048];
+        let mut now = 0;
+        let mut seq = 0;
+        while seq < 1000 {
+            now += 1_000;
+            while let Some(tx) = sender.poll_transmit(now, &mut buf) {
+                // Lose packets spread over the message, as random loss would.
+                if seq % 50 != 7 || seq / 50 >= lost {
+                    receiver.handle_datagram(now, &buf[..tx.len]);
+                }
+                seq += 1;
+            }
+        }
+        receiver.handle_control(now, 1, Control::Probe(id(0)));
+        let mut asked = None;
+        while let Some((_, message)) = receiver.poll_control() {
+            if let Control::Bitmap { missing, .. } = message {
+                asked = Some(missing.iter().map(|&(_, n)| n).sum());
+            }
+        }
+        asked.expect("a bitmap")
+    }
+
+    #[test]
+    fn a_bitmap_asks_for_what_the_bound_needs_and_a_margin() {
+        // Exact delivery: everything missing.
+        assert_eq!(bitmap_after(0.0, 20), 20);
+        // p = 1%: 10 of the 20 reach the bound; 2% were lost, so a margin of
+        // ⌈2 · 0.02 · 10⌉ + 1 = 2.
+        assert_eq!(bitmap_after(0.01, 20), 12);
     }
 }

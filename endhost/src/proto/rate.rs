@@ -110,6 +110,12 @@ impl Pacer {
         self.updated_ns = now_ns;
     }
 
+    /// Whether the bucket holds `bytes`.
+    pub fn has(&mut self, now_ns: u64, rate_bps: f64, bytes: usize) -> bool {
+        self.refill(now_ns, rate_bps, bytes);
+        self.tokens >= bytes as f64
+    }
+
     /// Takes `bytes` if the bucket holds them.
     pub fn take(&mut self, now_ns: u64, rate_bps: f64, bytes: usize) -> bool {
         self.refill(now_ns, rate_bps, bytes);

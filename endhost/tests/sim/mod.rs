@@ -119,7 +119,8 @@ impl Sim {
                     paths: vec![2; usize::from(world)],
                     early_exit: timeouts.adaptive,
                 };
-                Engine::new(Endpoint::new(config, 0), timeouts)
+                // Small pieces, so that most collectives here are pipelined.
+                Engine::new(Endpoint::new(config, 0), timeouts).with_slice_elems(400)
             })
             .collect();
         Sim {

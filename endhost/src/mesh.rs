@@ -361,4 +361,47 @@ mod tests {
             }
         });
     }
+
+    /// A lost control frame is resent after milliseconds, not Linux's 200 ms, where the
+    /// kernel lets a socket choose (6.15 and later); older kernels refuse the option.
+    #[test]
+    fn control_connections_retransmit_after_a_short_floor() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap();
+            let stream = TcpStream::connect(address).await.unwrap();
+            tune(&stream);
+            let mut value: libc::c_int = 0;
+            let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: a live socket, an int and its length.
+            let rc = unsafe {
+                libc::getsockopt(
+                    stream.as_raw_fd(),
+                    libc::IPPROTO_TCP,
+                    TCP_RTO_MIN_US,
+                    (&mut value as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            if rc == 0 {
+                // Kept in jiffies: rounded up to the kernel's tick.
+                assert!(
+                    (CONTROL_RTO_MIN_US..20_000).contains(&value),
+                    "floor {value} µs"
+                );
+            } else {
+                let error = io::Error::last_os_error().raw_os_error();
+                assert!(
+                    matches!(error, Some(libc::ENOPROTOOPT | libc::EINVAL)),
+                    "{error:?}"
+                );
+                eprintln!("kernel without TCP_RTO_MIN_US: the 200 ms floor stays");
+            }
+            assert!(stream.nodelay().unwrap());
+        });
+    }
 }

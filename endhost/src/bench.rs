@@ -15,6 +15,11 @@ use crate::config::{
 };
 use crate::netns::{Fabric, FabricSpec};
 
+/// Rate-control thresholds for namespace fabrics. MLT's defaults (12.5 and 125 µs)
+/// fit a 24 µs-RTT datacenter; veths on a shared CPU see RTTs of a millisecond.
+pub const T_LOW_US: f64 = 500.0;
+pub const T_HIGH_US: f64 = 5_000.0;
+
 #[derive(Debug, Clone)]
 pub struct BenchSpec {
     pub fabric: FabricSpec,
@@ -55,6 +60,43 @@ pub struct BenchReport {
     pub results: Vec<SystemResult>,
     /// Why a system did not run, if one did not.
     pub skipped: Vec<String>,
+}
+
+impl std::fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "allreduce of {} bytes over {} hosts, links {} Mbit/s, switch buffer {} ms, loss {}%, {:?}, p = {}: optimum {:.3} s",
+            self.size_bytes,
+            self.hosts,
+            self.rate_mbit,
+            self.switch_buffer_ms,
+            self.loss_percent,
+            self.collective,
+            self.loss_bound,
+            self.optimum_s
+        )?;
+        writeln!(
+            f,
+            "{:<26} {:>10} {:>10} {:>12} {:>10}",
+            "system", "median s", "p99 s", "of optimum", "delivered"
+        )?;
+        for r in &self.results {
+            writeln!(
+                f,
+                "{:<26} {:>10.3} {:>10.3} {:>11.1}% {:>9.2}%",
+                r.system,
+                r.median_s,
+                r.p99_s,
+                r.of_optimum * 100.0,
+                r.delivered_min * 100.0
+            )?;
+        }
+        for why in &self.skipped {
+            writeln!(f, "skipped: {why}")?;
+        }
+        Ok(())
+    }
 }
 
 /// The link-rate optimum of an allreduce: every host sends and receives 2(n−1)/n · S.

@@ -110,10 +110,10 @@ enum BenchCommand {
         host_buffer_ms: u32,
         /// Rate control: below this RTT the rate grows (µs). MLT's default is 12.5 for a
         /// 24 µs-RTT datacenter; namespaces on a shared CPU see RTTs of milliseconds.
-        #[arg(long, default_value_t = 500.0)]
+        #[arg(long, default_value_t = bench::T_LOW_US)]
         t_low_us: f64,
         /// Rate control: above this RTT the rate shrinks (µs); MLT's default is 125.
-        #[arg(long, default_value_t = 5000.0)]
+        #[arg(long, default_value_t = bench::T_HIGH_US)]
         t_high_us: f64,
         /// Run gloo on the same fabric too.
         #[arg(long, value_enum)]
@@ -322,33 +322,6 @@ fn bench_allreduce(spec: &BenchSpec, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
-    println!(
-        "allreduce of {} bytes over {} hosts, links {} Mbit/s, switch buffer {} ms, loss {}%, {:?}, p = {}: optimum {:.3} s",
-        report.size_bytes,
-        report.hosts,
-        report.rate_mbit,
-        report.switch_buffer_ms,
-        report.loss_percent,
-        report.collective,
-        report.loss_bound,
-        report.optimum_s
-    );
-    println!(
-        "{:<26} {:>10} {:>10} {:>12} {:>10}",
-        "system", "median s", "p99 s", "of optimum", "delivered"
-    );
-    for r in &report.results {
-        println!(
-            "{:<26} {:>10.3} {:>10.3} {:>11.1}% {:>9.2}%",
-            r.system,
-            r.median_s,
-            r.p99_s,
-            r.of_optimum * 100.0,
-            r.delivered_min * 100.0
-        );
-    }
-    for why in &report.skipped {
-        println!("skipped: {why}");
-    }
+    print!("{report}");
     Ok(())
 }

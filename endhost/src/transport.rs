@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::collective::{Algorithm, Allreduce, Done, Engine, OpError};
@@ -14,7 +15,7 @@ use crate::config::TransportConfig;
 use crate::datapath::udp::UdpDatapath;
 use crate::driver::{Driver, Inbound, Reply, Wake};
 use crate::mesh::{self, MeshConfig, MeshError};
-use crate::proto::{Counters, Endpoint, EndpointConfig};
+use crate::proto::{Control, Counters, Endpoint, EndpointConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -52,22 +53,65 @@ impl Default for Options {
 /// A posted operation's handle and result.
 pub type Finished = (u64, Result<Done, OpError>);
 
-/// A running transport. Dropping it stops the datapath thread after the operations in
-/// flight.
+/// A running transport: a datapath thread, and a control thread with its own tokio
+/// runtime for the TCP control channel — so control frames (STOPs, bitmaps) flow
+/// whatever the application's executor is busy with. Dropping it stops the datapath
+/// thread after the operations in flight.
 pub struct Transport {
     config: TransportConfig,
     inbound: Sender<Inbound>,
     wake: Arc<Wake>,
     thread: Option<std::thread::JoinHandle<()>>,
-    writers: Vec<tokio::task::JoinHandle<()>>,
+    /// Says when every control frame has been written (the control thread ends).
+    control_flushed: Option<oneshot::Receiver<()>>,
     queue: (Sender<Finished>, Receiver<Finished>),
     next_handle: u64,
 }
 
+/// How long shutting down waits for the last control frames to be written.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connects the control channel on a thread of its own, which keeps its runtime until
+/// every queued frame is written (the datapath dropped its senders). Returns a sender
+/// per peer and a signal for when the thread is done.
+async fn start_control(
+    config: MeshConfig,
+    inbound: Sender<Inbound>,
+    wake: Arc<Wake>,
+) -> Result<(Vec<Option<UnboundedSender<Control>>>, oneshot::Receiver<()>), TransportError> {
+    let (connected_tx, connected_rx) = oneshot::channel();
+    let (flushed_tx, flushed_rx) = oneshot::channel();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(TransportError::Socket)?;
+    std::thread::Builder::new()
+        .name(format!("endhost-control{}", config.rank))
+        .spawn(move || {
+            runtime.block_on(async move {
+                match mesh::connect(&config, inbound, move || wake.wake()).await {
+                    Ok(mesh) => {
+                        let _ = connected_tx.send(Ok(mesh.outgoing));
+                        for writer in mesh.writers {
+                            let _ = writer.await;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = connected_tx.send(Err(e));
+                    }
+                }
+            });
+            let _ = flushed_tx.send(());
+        })
+        .map_err(TransportError::Socket)?;
+    let outgoing = connected_rx.await.map_err(|_| TransportError::Stopped)??;
+    Ok((outgoing, flushed_rx))
+}
+
 impl Transport {
     /// Binds the data socket, connects the control channel to every peer (waiting for
-    /// them up to `options.connect_timeout`), and starts the datapath thread. Call from
-    /// within a tokio runtime, which then runs the control channel.
+    /// them up to `options.connect_timeout`), and starts the datapath thread. Any
+    /// executor can await it.
     pub async fn start(
         config: TransportConfig,
         options: Options,
@@ -114,19 +158,15 @@ impl Transport {
         let datapath = UdpDatapath::bind(bind).map_err(TransportError::Socket)?;
         let (inbound_tx, inbound_rx) = std::sync::mpsc::channel();
         let wake = Wake::new().map_err(TransportError::Socket)?;
-        let waker = wake.clone();
-        let mesh = mesh::connect(
-            &MeshConfig {
-                job: config.job.job_id,
-                rank: rank16,
-                addresses: control_addresses,
-                connect_timeout: options.connect_timeout,
-                tos: crate::proto::tagging::tos(config.job.tagging.control_dscp, false),
-            },
-            inbound_tx.clone(),
-            move || waker.wake(),
-        )
-        .await?;
+        let mesh_config = MeshConfig {
+            job: config.job.job_id,
+            rank: rank16,
+            addresses: control_addresses,
+            connect_timeout: options.connect_timeout,
+            tos: crate::proto::tagging::tos(config.job.tagging.control_dscp, false),
+        };
+        let (control, control_flushed) =
+            start_control(mesh_config, inbound_tx.clone(), wake.clone()).await?;
         let endpoint_config = EndpointConfig {
             job: config.job.job_id,
             rank: rank16,
@@ -139,8 +179,6 @@ impl Transport {
             early_exit: config.job.timeouts.adaptive,
         };
         let timeouts = config.job.timeouts;
-        let control = mesh.outgoing;
-        let writers = mesh.writers;
         let thread_wake = wake.clone();
         let thread = std::thread::Builder::new()
             .name(format!("endhost-rank{rank}"))
@@ -163,7 +201,7 @@ impl Transport {
             inbound: inbound_tx,
             wake,
             thread: Some(thread),
-            writers,
+            control_flushed: Some(control_flushed),
             queue: std::sync::mpsc::channel(),
             next_handle: 1,
         })
@@ -330,8 +368,8 @@ impl Transport {
         if let Some(thread) = self.thread.take() {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
-        for writer in std::mem::take(&mut self.writers) {
-            let _ = writer.await;
+        if let Some(flushed) = self.control_flushed.take() {
+            let _ = tokio::time::timeout(FLUSH_TIMEOUT, flushed).await;
         }
     }
 }

@@ -181,3 +181,53 @@ fn tiny_allreduces_with_empty_chunks_complete() {
         }
     });
 }
+
+/// The receiver's application blocks its (current-thread) executor right after posting
+/// a receive; the sender still gets its STOP at once, because the control channel runs
+/// on the transport's own thread, not on the application's executor.
+#[test]
+fn control_frames_flow_while_the_application_blocks_its_executor() {
+    let mut configs = configs(2, 21_200).into_iter();
+    let (sender_config, receiver_config) = (configs.next().unwrap(), configs.next().unwrap());
+    let options = |c: &TransportConfig| Options {
+        connect_timeout: Duration::from_secs(10),
+        bind: Some(c.local.ip),
+    };
+    let len = 100_000;
+    let receiver_options = options(&receiver_config);
+    let receiver = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut transport = runtime
+            .block_on(Transport::start(receiver_config, receiver_options))
+            .expect("the receiver starts");
+        transport.post_recv(0, 5, len, 0.0).unwrap();
+        // Busy with something else, never yielding to the runtime.
+        std::thread::sleep(Duration::from_secs(3));
+        let (_, done) = transport
+            .poll_wait(Duration::from_secs(5))
+            .expect("a completion");
+        assert_eq!(done.unwrap().data, vec![2.5; len]);
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sender_options = options(&sender_config);
+    runtime.block_on(async {
+        let transport = Transport::start(sender_config, sender_options)
+            .await
+            .expect("the sender starts");
+        let started = std::time::Instant::now();
+        transport.send(1, 5, vec![2.5; len], 0).await.unwrap();
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_secs(2),
+            "the STOP took {waited:?}: it waited for the receiver's executor"
+        );
+        transport.shutdown().await;
+    });
+    receiver.join().unwrap();
+}

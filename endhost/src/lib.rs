@@ -17,6 +17,7 @@ pub mod mesh;
 pub mod netns;
 pub mod proto;
 mod sockopt;
+pub mod sync;
 pub mod transport;
 pub mod wire;
 pub mod workload;

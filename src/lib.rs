@@ -9,5 +9,6 @@ pub mod generate;
 pub mod inventory;
 pub mod plan;
 pub mod select;
+pub mod sim;
 pub mod ssh;
 pub mod switches;

@@ -167,3 +167,61 @@ fn generated_inventories_validate_and_plan() {
         "Fabric gen-2x3x4: 5 switches (2 spines), 3 racks, 12 hosts; 161 layers in 6 gradient classes"
     ));
 }
+
+#[test]
+fn groups_json_gives_each_iterations_groups_and_each_ranks_group() {
+    let out = mltctl(&["groups", "-i", LAB, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let pattern: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pattern["workers"], 4);
+    assert_eq!(pattern["mixing"]["connected"], true);
+    assert!(pattern["mixing"]["second_eigenvalue"].as_f64().unwrap() < 1.0);
+    let period = pattern["period"].as_u64().unwrap() as usize;
+    assert_eq!(pattern["iterations"].as_array().unwrap().len(), period);
+    // Rank 0's group in iteration 0 contains rank 0.
+    let index = pattern["group_of"][0][0].as_u64().unwrap() as usize;
+    let ranks = &pattern["iterations"][0]["groups"][index]["ranks"];
+    assert!(ranks.as_array().unwrap().contains(&serde_json::json!(0)));
+    assert_eq!(pattern["hosts"][0], "h1");
+}
+
+#[test]
+fn groups_rejects_unknown_contention_with_exit_2() {
+    for bad in ["host:nope", "rack:nope", "switch:leaf1"] {
+        let out = mltctl(&["groups", "-i", LAB, "--contention", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(text(&out.stderr).contains(bad), "{}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn sim_is_deterministic_and_reports_every_scheme() {
+    let args = [
+        "sim",
+        "--trace",
+        "cnn",
+        "--workers",
+        "20",
+        "--trials",
+        "2",
+        "--duration",
+        "5",
+        "--json",
+    ];
+    let first = mltctl(&args);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert_eq!(first.stdout, mltctl(&args).stdout);
+    let sweep: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let schemes: Vec<&str> = sweep["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["scheme"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        schemes,
+        ["all_reduce", "partial_reduce", "selective_reduce"]
+    );
+    let out = mltctl(&["sim", "--eta", "1.5"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -6,6 +6,7 @@
 pub mod addressing;
 pub mod classes;
 pub mod explain;
+pub mod groups;
 pub mod hosts;
 pub mod routing;
 pub mod thresholds;

@@ -247,11 +247,15 @@ fn inter_rack(
     let present: Vec<usize> = (0..racks.len())
         .filter(|&i| !racks[i].ranks.is_empty())
         .collect();
-    let (slow, regular): (Vec<(usize, u32)>, Vec<(usize, u32)>) = present
-        .iter()
-        .copied()
-        .zip(representatives.iter().copied())
-        .partition(|(rack, _)| contention.racks.contains(rack));
+    let mut slow = Vec::new();
+    let mut regular = Vec::new();
+    for (rack, &representative) in present.iter().zip(representatives) {
+        if contention.racks.contains(rack) {
+            slow.push(representative);
+        } else {
+            regular.push(representative);
+        }
+    }
     let group = |kind, ranks| Group {
         kind,
         rack: None,
@@ -270,18 +274,16 @@ fn inter_rack(
     }
     let paired = slow.len().min(regular.len());
     let partners: Vec<u32> = (0..paired)
-        .map(|j| regular[(t + j) % regular.len()].1)
+        .map(|j| regular[(t + j) % regular.len()])
         .collect();
-    for ((_, rep), partner) in slow.iter().zip(&partners) {
+    for (rep, partner) in slow.iter().zip(&partners) {
         groups.push(group(GroupKind::InterRackPair, vec![*rep, *partner]));
     }
-    let leftover: Vec<u32> = slow[paired..].iter().map(|(_, r)| *r).collect();
-    for pair in leftover.chunks(2) {
+    for pair in slow[paired..].chunks(2) {
         groups.push(group(GroupKind::InterRackPair, pair.to_vec()));
     }
     let rest = regular
-        .iter()
-        .map(|(_, r)| *r)
+        .into_iter()
         .filter(|r| !partners.contains(r))
         .collect();
     groups.push(group(GroupKind::InterRack, rest));

@@ -8,6 +8,12 @@ use endhost::bench::{self, BenchSpec};
 use endhost::collective::Algorithm;
 use endhost::config::{Collective, RateControl, TransportConfig};
 use endhost::netns::FabricSpec;
+use endhost::sync::bpawr::Knobs;
+use endhost::sync::cdf::RuntimeCdf;
+use endhost::sync::policy::{AllReduce, PartialReduce, Policy, Scheme};
+use endhost::sync::selective::SelectiveReduce;
+use endhost::sync::service;
+use endhost::sync::worker::{self, WorkerOptions};
 use endhost::{Options, Transport, workload};
 
 const EXIT_CODES: &str = "\
@@ -63,6 +69,74 @@ enum Command {
         #[arg(long)]
         layers: Option<u16>,
         /// One JSON object per line: each iteration, then the counters.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the synchronization controller: workers connect, it decides who syncs.
+    ///
+    /// Workers (`endhost worker`, or a launcher speaking the same JSON lines) report
+    /// ready after each round with their computation time and bandwidth; the controller
+    /// answers with launches (members, staleness weights) by the --scheme rule: Selective
+    /// Reduce (BAG + BPAWR, Algorithm 3; the runtime distribution is learned from the
+    /// reports), partial reduce or all reduce. It decides after every ready report and
+    /// every Δt without one. A worker whose connection closes is dropped from every
+    /// decision. Prints `listening on ADDR`, then one JSON line per launch.
+    #[command(after_help = EXIT_CODES)]
+    Controller {
+        #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:7700")]
+        listen: std::net::SocketAddr,
+        #[arg(long, value_enum, default_value = "selective-reduce")]
+        scheme: Scheme,
+        /// p: the smallest group that may synchronize.
+        #[arg(long, default_value_t = 2)]
+        min_group: usize,
+        /// η: BAG extends a group down to (1 − η) of its p-th bandwidth.
+        #[arg(long, default_value_t = 0.3)]
+        eta: f64,
+        /// θ: a replacement must save more than θ·Δt to be worth waiting for.
+        #[arg(long, default_value_t = 1.0)]
+        theta: f64,
+        /// Δt, the waiting slot.
+        #[arg(long, value_name = "MS", default_value_t = 50)]
+        delta_t_ms: u64,
+        /// The model's size (what one synchronization moves per worker).
+        #[arg(long, default_value = "500MB", value_parser = bench::parse_size)]
+        model: u64,
+        /// c: every c-th synchronization is a full allreduce of all workers.
+        #[arg(long, value_name = "C")]
+        full_every: Option<u64>,
+    },
+    /// A training worker under the controller: compute, report ready, sync, repeat.
+    ///
+    /// The computation is a sleep (--compute-ms ± --jitter, deterministic per rank and
+    /// round). With --config, each launch is a real weighted allreduce over exactly the
+    /// launched group through the transport, checked against the known inputs; without,
+    /// only the controller protocol runs. Prints one line (JSON with --json) per sync.
+    #[command(after_help = EXIT_CODES)]
+    Worker {
+        #[arg(long, value_name = "ADDR")]
+        controller: std::net::SocketAddr,
+        /// This worker's rank (the job rank when --config is given).
+        #[arg(long)]
+        rank: Option<u32>,
+        /// The bandwidth this worker reports: 10gbit, 800mbit, …
+        #[arg(long, default_value = "10gbit", value_parser = bench::parse_rate)]
+        bandwidth: u64,
+        #[arg(long, value_name = "MS", default_value_t = 100)]
+        compute_ms: u64,
+        #[arg(long, default_value_t = 0.3)]
+        jitter: f64,
+        #[arg(long, default_value_t = 10)]
+        rounds: u32,
+        /// Synchronize through the transport with this host configuration.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Bytes per synchronization (with --config).
+        #[arg(long, default_value = "1MiB", value_parser = bench::parse_size)]
+        size: u64,
+        /// Seconds to wait for a launch.
+        #[arg(long, default_value_t = 60)]
+        launch_timeout: u64,
         #[arg(long)]
         json: bool,
     },
@@ -172,6 +246,53 @@ fn main() -> ExitCode {
                 json,
             },
         ),
+        Command::Controller {
+            listen,
+            scheme,
+            min_group,
+            eta,
+            theta,
+            delta_t_ms,
+            model,
+            full_every,
+        } => controller(
+            listen,
+            scheme,
+            Knobs {
+                min_group,
+                eta,
+                theta,
+                delta_t: Duration::from_millis(delta_t_ms).as_secs_f64(),
+                model_bits: model as f64 * 8.0,
+            },
+            full_every,
+        ),
+        Command::Worker {
+            controller,
+            rank,
+            bandwidth,
+            compute_ms,
+            jitter,
+            rounds,
+            config,
+            size,
+            launch_timeout,
+            json,
+        } => worker(
+            rank,
+            config.as_deref(),
+            WorkerOptions {
+                controller,
+                rank: 0,
+                bandwidth_bps: bandwidth as f64 * 1e6,
+                compute: Duration::from_millis(compute_ms),
+                jitter,
+                rounds,
+                values: (size / 4) as usize,
+                launch_timeout: Duration::from_secs(launch_timeout),
+            },
+            json,
+        ),
         Command::Bench(BenchCommand::Allreduce {
             hosts,
             size,
@@ -228,6 +349,96 @@ struct RunOptions {
     phase_ms: Option<u32>,
     layers: Option<u16>,
     json: bool,
+}
+
+fn controller(
+    listen: std::net::SocketAddr,
+    scheme: Scheme,
+    knobs: Knobs,
+    full_every: Option<u64>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(knobs.min_group >= 1, "--min-group must be at least 1");
+    anyhow::ensure!((0.0..1.0).contains(&knobs.eta), "--eta must be in [0, 1)");
+    anyhow::ensure!(knobs.delta_t > 0.0, "--delta-t-ms must be positive");
+    let policy: Box<dyn Policy> = match scheme {
+        Scheme::AllReduce => Box::new(AllReduce::default()),
+        Scheme::PartialReduce => Box::new(PartialReduce::new(knobs.min_group)),
+        Scheme::SelectiveReduce => Box::new(SelectiveReduce::new(
+            knobs,
+            full_every,
+            RuntimeCdf::new(RuntimeCdf::DEFAULT_CAPACITY),
+            true,
+        )),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        println!("listening on {}", listener.local_addr()?);
+        let delta_t = Duration::from_secs_f64(knobs.delta_t);
+        service::serve(listener, policy, delta_t, |at, launch| {
+            let line = serde_json::to_string(&service::Logged {
+                at_seconds: at,
+                launch,
+            })
+            .expect("serializable");
+            println!("{line}");
+        })
+        .await?;
+        Ok(())
+    })
+}
+
+fn worker(
+    rank: Option<u32>,
+    config: Option<&std::path::Path>,
+    mut options: WorkerOptions,
+    json: bool,
+) -> anyhow::Result<()> {
+    let config = config
+        .map(|path| -> anyhow::Result<TransportConfig> {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a host configuration", path.display()))
+        })
+        .transpose()?;
+    options.rank = match (&config, rank) {
+        (Some(c), Some(r)) if c.rank != r => {
+            anyhow::bail!("--rank {r} but the configuration is rank {}", c.rank)
+        }
+        (Some(c), _) => c.rank,
+        (None, Some(r)) => r,
+        (None, None) => anyhow::bail!("give --rank (or --config)"),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let transport = match config {
+            Some(c) => Some(Transport::start(c, Options::default()).await?),
+            None => None,
+        };
+        let print = |s: &worker::Synced| {
+            if json {
+                println!("{}", serde_json::to_string(s).expect("serializable"));
+            } else {
+                println!(
+                    "round {} sync {} with {:?}: waited {:.3} s, synced {:.3} s, {}",
+                    s.round, s.sync, s.members, s.waited_s, s.sync_s, s.outcome
+                );
+            }
+        };
+        let result = worker::run(&options, transport.as_ref(), print).await;
+        if let Some(t) = transport {
+            t.shutdown().await;
+        }
+        result?;
+        Ok(())
+    })
 }
 
 fn run(path: &PathBuf, options: RunOptions) -> anyhow::Result<()> {

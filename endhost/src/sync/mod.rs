@@ -13,6 +13,7 @@ pub mod policy;
 pub mod selective;
 pub mod service;
 pub mod weights;
+pub mod worker;
 
 use serde::{Deserialize, Serialize};
 

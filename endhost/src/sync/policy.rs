@@ -280,9 +280,11 @@ impl Policy for PartialReduce {
     }
 
     fn decide(&mut self, _now: f64) -> Vec<Launch> {
+        // With fewer than p workers left, all of them are a group.
+        let p = self.min_group.min(self.roster.len()).max(1);
         let mut launches = Vec::new();
-        while self.roster.queue().len() >= self.min_group {
-            let first = self.roster.queue()[..self.min_group].to_vec();
+        while self.roster.queue().len() >= p {
+            let first = self.roster.queue()[..p].to_vec();
             launches.push(self.roster.launch(first, SyncKind::Partial));
         }
         launches

@@ -110,19 +110,21 @@ impl Policy for SelectiveReduce {
             }
             return Vec::new();
         }
-        // Line 8: strictly more than p ready.
-        if ready <= self.knobs.min_group {
+        // Line 8: strictly more than p ready. When workers have left and p or fewer
+        // remain, all of them together are enough: otherwise the job would stop.
+        let live = self.roster.len();
+        let knobs = Knobs {
+            min_group: self.knobs.min_group.min(live),
+            ..self.knobs
+        };
+        if ready <= knobs.min_group && ready < live {
             return Vec::new();
         }
         let mut training = self.roster.computing(now);
-        let mut groups = bag(
-            &self.roster.ready_members(),
-            self.knobs.min_group,
-            self.knobs.eta,
-        );
+        let mut groups = bag(&self.roster.ready_members(), knobs.min_group, knobs.eta);
         let mut launches = Vec::new();
         for i in 0..groups.len() {
-            let verdict = bpawr(&mut training, &groups[i], &self.knobs, &self.cdf);
+            let verdict = bpawr(&mut training, &groups[i], &knobs, &self.cdf);
             match verdict {
                 Verdict::Launch => {
                     let members = groups[i].iter().filter_map(|m| m.id).collect();
@@ -274,6 +276,21 @@ mod tests {
         policy.ready(0, 1.0, 1.0, 5.0);
         policy.ready(1, 1.0, 1.0, 5.0);
         assert!(policy.decide(5.0).is_empty());
+    }
+
+    #[test]
+    fn when_p_or_fewer_workers_remain_all_of_them_synchronize() {
+        let cdf = RuntimeCdf::from_samples([0.5], 8);
+        let mut policy = SelectiveReduce::new(knobs(3), None, cdf, false);
+        for w in 0..4 {
+            policy.join(w, 1.0, 0.0);
+        }
+        policy.leave(3);
+        policy.ready(0, 1.0, 1.0, 1.0);
+        policy.ready(1, 1.0, 1.0, 1.0);
+        assert!(policy.decide(1.0).is_empty());
+        policy.ready(2, 1.0, 1.0, 1.0);
+        assert_eq!(policy.decide(1.0)[0].members, vec![0, 1, 2]);
     }
 
     #[test]

@@ -284,7 +284,7 @@ pub fn simulate(setup: &Setup, scheme: Scheme, seed: u64) -> Metrics {
             launched.push(launch.members);
         }
         generation += 1;
-        if !policy.roster().queue().is_empty() {
+        if policy.roster().queue().len() > 0 {
             events.push(now + setup.delta_t, Event::Tick { generation });
         }
     }

@@ -33,9 +33,12 @@ pub struct Knobs {
 pub enum Verdict {
     /// Fewer than p members: wait for more ready workers.
     Wait,
-    /// Waiting Δt for faster workers should save more than θ·Δt: keep the group waiting
-    /// and hand these slower members (g_Δ) to the next group.
-    WaitAndReplace(Vec<WorkerId>),
+    /// Waiting Δt for faster workers should save more than θ·Δt: keep these members
+    /// waiting and hand the slower ones (g_Δ) to the next group.
+    WaitAndReplace {
+        kept: Vec<Member>,
+        replaced: Vec<Member>,
+    },
     /// Synchronize now.
     Launch,
 }
@@ -84,17 +87,17 @@ pub fn bpawr(
             k,
         ));
     }
-    let regrouped = bag(&candidates, knobs.min_group, knobs.eta);
-    let best = &regrouped[0];
+    let mut regrouped = bag(&candidates, knobs.min_group, knobs.eta).into_iter();
+    let best = regrouped.next().expect("the group is not empty");
     let saved = transfer_bound(knobs.model_bits, bottleneck)
-        - transfer_bound(knobs.model_bits, min_bandwidth(best));
+        - transfer_bound(knobs.model_bits, min_bandwidth(&best));
     if saved > knobs.theta * knobs.delta_t {
-        let replaced = group
-            .iter()
-            .filter(|m| !best.iter().any(|b| b.id.is_some() && b.id == m.id))
-            .filter_map(|m| m.id)
-            .collect();
-        Verdict::WaitAndReplace(replaced)
+        // BAG's groups partition its input: g's members outside g* are in the others.
+        let real = |m: &Member| m.id.is_some();
+        Verdict::WaitAndReplace {
+            kept: best.into_iter().filter(real).collect(),
+            replaced: regrouped.flatten().filter(real).collect(),
+        }
     } else {
         Verdict::Launch
     }
@@ -168,7 +171,13 @@ mod tests {
         let certain = RuntimeCdf::from_samples([2.5], 8);
         let verdict = bpawr(&mut training, &group, &knobs(), &certain);
         // g* = {w2, expected(6)}: 2·5/1 − 2·5/5 = 8 s saved > θ·Δt = 1 s.
-        assert_eq!(verdict, Verdict::WaitAndReplace(vec![1]));
+        assert_eq!(
+            verdict,
+            Verdict::WaitAndReplace {
+                kept: vec![member(2, 5.0)],
+                replaced: vec![member(1, 1.0)]
+            }
+        );
         // Only the worker faster than the bottleneck was examined (and is now spoken for).
         let left: Vec<WorkerId> = training.iter().map(|w| w.id).collect();
         assert_eq!(left, vec![3, 5]);

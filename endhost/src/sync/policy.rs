@@ -81,7 +81,8 @@ pub trait Policy: Send {
 #[derive(Debug, Default)]
 pub struct Roster {
     workers: BTreeMap<WorkerId, Worker>,
-    queue: Vec<WorkerId>,
+    /// Ready workers with the bandwidth they reported, in arrival order.
+    queue: Vec<Member>,
     next_sync: u64,
     arrivals: u64,
 }
@@ -122,7 +123,7 @@ impl Roster {
 
     pub fn leave(&mut self, worker: WorkerId) {
         if self.workers.remove(&worker).is_some() {
-            self.queue.retain(|&w| w != worker);
+            self.queue.retain(|m| m.id != Some(worker));
         }
     }
 
@@ -141,7 +142,10 @@ impl Roster {
         state.state = State::Ready {
             arrival: self.arrivals,
         };
-        self.queue.push(worker);
+        self.queue.push(Member {
+            id: Some(worker),
+            bandwidth,
+        });
         true
     }
 
@@ -149,7 +153,8 @@ impl Roster {
     /// staleness weights and the group's freshest clock.
     pub fn launch(&mut self, mut members: Vec<WorkerId>, kind: SyncKind) -> Launch {
         members.sort_unstable();
-        self.queue.retain(|w| members.binary_search(w).is_err());
+        self.queue
+            .retain(|m| m.id.is_none_or(|w| members.binary_search(&w).is_err()));
         let clocks: Vec<u64> = members.iter().map(|w| self.workers[w].clock).collect();
         let freshest = clocks.iter().copied().max().unwrap_or(0);
         for w in &members {
@@ -186,19 +191,15 @@ impl Roster {
     }
 
     /// The ready queue, in arrival order.
-    pub fn queue(&self) -> &[WorkerId] {
-        &self.queue
+    pub fn queue(&self) -> impl ExactSizeIterator<Item = WorkerId> + '_ {
+        self.queue
+            .iter()
+            .map(|m| m.id.expect("the queue holds real workers"))
     }
 
     /// The ready workers with their bandwidths, in arrival order.
     pub fn ready_members(&self) -> Vec<Member> {
-        self.queue
-            .iter()
-            .map(|w| Member {
-                id: Some(*w),
-                bandwidth: self.workers[w].bandwidth,
-            })
-            .collect()
+        self.queue.clone()
     }
 
     /// 𝕊: the workers still computing, with how long they have been at it.
@@ -249,7 +250,7 @@ impl Policy for AllReduce {
         if self.roster.is_empty() || self.roster.queue().len() < self.roster.len() {
             return Vec::new();
         }
-        let everyone = self.roster.queue().to_vec();
+        let everyone = self.roster.queue().collect();
         vec![self.roster.launch(everyone, SyncKind::Full)]
     }
 }
@@ -284,7 +285,7 @@ impl Policy for PartialReduce {
         let p = self.min_group.min(self.roster.len()).max(1);
         let mut launches = Vec::new();
         while self.roster.queue().len() >= p {
-            let first = self.roster.queue()[..p].to_vec();
+            let first = self.roster.queue().take(p).collect();
             launches.push(self.roster.launch(first, SyncKind::Partial));
         }
         launches
@@ -309,10 +310,10 @@ mod tests {
         assert_eq!(launches.len(), 1);
         assert_eq!(launches[0].members, vec![1, 3]);
         assert_eq!(launches[0].weights, vec![0.5, 0.5]);
-        assert_eq!(policy.roster().queue(), &[5]);
+        assert_eq!(policy.roster().queue().collect::<Vec<_>>(), [5]);
         // A worker that is syncing cannot report ready again until the sync is over.
         policy.ready(1, 1e9, 1.0, 1.5);
-        assert_eq!(policy.roster().queue(), &[5]);
+        assert_eq!(policy.roster().queue().collect::<Vec<_>>(), [5]);
         policy.finished(&launches[0].members, 2.0);
         policy.ready(1, 1e9, 1.0, 3.0);
         assert_eq!(policy.decide(3.0)[0].members, vec![1, 5]);

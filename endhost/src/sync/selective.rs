@@ -105,7 +105,7 @@ impl Policy for SelectiveReduce {
             && self.rounds % c == 0
         {
             if ready == self.roster.len() && ready > 0 {
-                let everyone = self.roster.queue().to_vec();
+                let everyone = self.roster.queue().collect();
                 return vec![self.launch(everyone, SyncKind::Full, now)];
             }
             return Vec::new();
@@ -130,18 +130,15 @@ impl Policy for SelectiveReduce {
                     let members = groups[i].iter().filter_map(|m| m.id).collect();
                     launches.push(self.launch(members, SyncKind::Partial, now));
                 }
-                Verdict::WaitAndReplace(replaced) => {
+                Verdict::WaitAndReplace { kept, replaced } => {
                     let arrivals = self.roster.arrivals();
-                    let (moved, kept): (Vec<Member>, Vec<Member>) = groups[i]
-                        .iter()
-                        .partition(|m| m.id.is_some_and(|id| replaced.contains(&id)));
                     for m in &kept {
                         let id = m.id.expect("groups hold real workers");
                         self.held.entry(id).or_insert((now, arrivals));
                     }
                     if i + 1 < groups.len() {
                         groups[i] = kept;
-                        groups[i + 1].extend(moved);
+                        groups[i + 1].extend(replaced);
                     }
                 }
                 Verdict::Wait => {}

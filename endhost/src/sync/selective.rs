@@ -6,7 +6,7 @@ use super::bag::bag;
 use super::bpawr::{Knobs, Verdict, bpawr};
 use super::cdf::RuntimeCdf;
 use super::policy::{Policy, Roster};
-use super::{Launch, Member, SyncKind, WorkerId};
+use super::{Launch, SyncKind, WorkerId};
 
 /// Algorithm 3 without its loop: the driver calls [`Policy::decide`] after every ready
 /// report and after every Δt without one (`GetReadyWorkerID(Δt)` returning nil).

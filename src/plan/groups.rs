@@ -395,8 +395,14 @@ mod tests {
             .collect()
     }
 
-    /// Every worker is in at most one group per iteration.
-    fn assert_disjoint(pattern: &Pattern) {
+    /// The first group of this kind in the iteration.
+    fn first(it: &Iteration, kind: GroupKind) -> &Group {
+        it.groups.iter().find(|g| g.kind == kind).unwrap()
+    }
+
+    /// Every worker is in at most one group per iteration, and one period mixes all.
+    fn assert_sound(pattern: &Pattern) {
+        assert!(pattern.mixing.connected && pattern.mixing.second_eigenvalue < 1.0);
         for it in &pattern.iterations {
             let mut seen = BTreeSet::new();
             for g in &it.groups {
@@ -458,8 +464,7 @@ mod tests {
             represented.extend(inter[0].ranks.iter().copied());
         }
         assert_eq!(represented.len(), 16);
-        assert_disjoint(&p);
-        assert!(p.mixing.second_eigenvalue < 1.0);
+        assert_sound(&p);
     }
 
     #[test]
@@ -468,16 +473,11 @@ mod tests {
         assert_eq!(p.period, 5);
         // The one-host rack's only worker represents it every iteration.
         for it in &p.iterations {
-            let inter = it
-                .groups
-                .iter()
-                .find(|g| g.kind == GroupKind::InterRack)
-                .unwrap();
+            let inter = first(it, GroupKind::InterRack);
             assert!(inter.ranks.contains(&7));
             assert_eq!(inter.ranks.len(), 3);
         }
-        assert_disjoint(&p);
-        assert!(p.mixing.connected && p.mixing.second_eigenvalue < 1.0);
+        assert_sound(&p);
     }
 
     #[test]
@@ -501,17 +501,12 @@ mod tests {
                 "rack 0 is in the pair"
             );
             partners.insert(pair[0].ranks.iter().copied().find(|r| *r >= 2).unwrap() / 2);
-            let large = it
-                .groups
-                .iter()
-                .find(|g| g.kind == GroupKind::InterRack)
-                .unwrap();
+            let large = first(it, GroupKind::InterRack);
             assert_eq!(large.ranks.len(), 2);
         }
         // Every regular rack took its turn with the contended one.
         assert_eq!(partners, BTreeSet::from([1, 2, 3]));
-        assert_disjoint(&p);
-        assert!(p.mixing.connected && p.mixing.second_eigenvalue < 1.0);
+        assert_sound(&p);
     }
 
     #[test]
@@ -523,17 +518,9 @@ mod tests {
         let p = Pattern::divide_and_shuffle(&racks(&[6, 6]), &contention);
         let mut partners = BTreeSet::new();
         for it in &p.iterations {
-            let inter = it
-                .groups
-                .iter()
-                .find(|g| g.kind == GroupKind::InterRack)
-                .unwrap();
+            let inter = first(it, GroupKind::InterRack);
             assert!(!inter.ranks.contains(&0));
-            let pair = it
-                .groups
-                .iter()
-                .find(|g| g.kind == GroupKind::IntraRackPair)
-                .unwrap();
+            let pair = first(it, GroupKind::IntraRackPair);
             assert_eq!(pair.ranks[0], 0);
             partners.insert(pair.ranks[1]);
             let large = it
@@ -544,8 +531,7 @@ mod tests {
             assert_eq!(large.ranks.len(), 3);
         }
         assert!(partners.len() >= 3, "{partners:?}");
-        assert_disjoint(&p);
-        assert!(p.mixing.connected && p.mixing.second_eigenvalue < 1.0);
+        assert_sound(&p);
     }
 
     #[test]

@@ -32,7 +32,7 @@ fn prepared(mut policy: Box<dyn Policy>, bandwidth: &[f64]) -> Box<dyn Policy> {
         policy.join(w as u32, b, 0.0);
     }
     for (w, &b) in bandwidth.iter().enumerate().step_by(2) {
-        policy.ready(w as u32, b, 1.0, 1.0);
+        policy.ready(w as u32, b, 1.0);
     }
     policy
 }

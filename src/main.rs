@@ -429,20 +429,7 @@ fn run(command: Command) -> Result<(), Failure> {
 fn groups(inventory: &std::path::Path, contention: &[String], json: bool) -> Result<(), Failure> {
     use mltctl::plan::groups::{Contention, Pattern, Rack};
     let plan = Plan::build(&load(inventory)?);
-    let racks: Vec<Rack> = plan
-        .racks
-        .iter()
-        .enumerate()
-        .map(|(i, rack)| Rack {
-            name: rack.name.clone(),
-            ranks: plan
-                .hosts
-                .iter()
-                .filter(|h| h.rack == i)
-                .map(|h| h.rank)
-                .collect(),
-        })
-        .collect();
+    let racks = Rack::of_plan(&plan);
     let mut reported = Contention::default();
     for item in contention {
         match item.split_once(':') {

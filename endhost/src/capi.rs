@@ -115,6 +115,23 @@ fn with<R>(
     f(t).map_err(set_error).ok()
 }
 
+/// The caller's `len` floats at `data`, copied; `None` (and the error set) when `data`
+/// is null but `len` is not 0.
+///
+/// # Safety
+/// `data` points to `len` readable floats, or `len` is 0.
+unsafe fn copy_in(data: *const f32, len: usize, function: &str) -> Option<Vec<f32>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    if data.is_null() {
+        set_error(format!("{function}: no data"));
+        return None;
+    }
+    // SAFETY: non-null, and the caller guarantees `len` readable floats.
+    Some(unsafe { std::slice::from_raw_parts(data, len) }.to_vec())
+}
+
 fn transport(t: &mut MltTransport) -> Result<&mut Transport, String> {
     t.transport
         .as_mut()
@@ -135,15 +152,9 @@ pub unsafe extern "C" fn mlt_post_send(
     len: usize,
     layer: u16,
 ) -> i64 {
-    if data.is_null() && len > 0 {
-        set_error("mlt_post_send: no data");
-        return -1;
-    }
     // SAFETY: the caller passes `len` readable floats.
-    let values = if len == 0 {
-        Vec::new()
-    } else {
-        unsafe { std::slice::from_raw_parts(data, len) }.to_vec()
+    let Some(values) = (unsafe { copy_in(data, len, "mlt_post_send") }) else {
+        return -1;
     };
     with(t, |t| {
         let peer = u16::try_from(peer).map_err(|e| e.to_string())?;
@@ -199,15 +210,9 @@ pub unsafe extern "C" fn mlt_post_allreduce(
     layer: u16,
     loss_bound: f64,
 ) -> i64 {
-    if data.is_null() && len > 0 {
-        set_error("mlt_post_allreduce: no data");
-        return -1;
-    }
     // SAFETY: the caller passes `len` readable floats.
-    let values = if len == 0 {
-        Vec::new()
-    } else {
-        unsafe { std::slice::from_raw_parts(data, len) }.to_vec()
+    let Some(values) = (unsafe { copy_in(data, len, "mlt_post_allreduce") }) else {
+        return -1;
     };
     with(t, |t| {
         let transport = transport(t)?;

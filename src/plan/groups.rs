@@ -30,6 +30,25 @@ pub struct Rack {
     pub ranks: Vec<u32>,
 }
 
+impl Rack {
+    /// The plan's racks with their hosts' ranks.
+    pub fn of_plan(plan: &super::Plan) -> Vec<Rack> {
+        plan.racks
+            .iter()
+            .enumerate()
+            .map(|(i, rack)| Rack {
+                name: rack.name.clone(),
+                ranks: plan
+                    .hosts
+                    .iter()
+                    .filter(|h| h.rack == i)
+                    .map(|h| h.rank)
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
 /// Reported contention.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Contention {

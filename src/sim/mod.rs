@@ -227,7 +227,8 @@ pub fn simulate(setup: &Setup, scheme: Scheme, seed: u64) -> Metrics {
             },
         );
     }
-    let mut launched: Vec<Vec<WorkerId>> = Vec::new();
+    // Each launch's members and how long its synchronization takes.
+    let mut launched: Vec<(Vec<WorkerId>, f64)> = Vec::new();
     let mut generation = 0u64;
     let mut sync_seconds = 0.0;
     let mut metrics = Metrics::default();
@@ -238,17 +239,12 @@ pub fn simulate(setup: &Setup, scheme: Scheme, seed: u64) -> Metrics {
         let decide = match event {
             Event::Computed { worker, took } => {
                 let estimate = estimate(worker as usize);
-                policy.ready(worker, estimate, took, now);
+                policy.ready(worker, estimate, took);
                 true
             }
             Event::Synced { launch } => {
-                let members = std::mem::take(&mut launched[launch]);
-                let slowest = members
-                    .iter()
-                    .map(|&w| bandwidth[w as usize])
-                    .fold(f64::INFINITY, f64::min);
-                sync_seconds +=
-                    ring_allreduce_seconds(members.len(), setup.latency, setup.model_bits, slowest);
+                let (members, seconds) = std::mem::take(&mut launched[launch]);
+                sync_seconds += seconds;
                 metrics.total_sync += 1.0;
                 metrics.total_iteration += members.len() as f64;
                 policy.finished(&members, now);
@@ -281,7 +277,7 @@ pub fn simulate(setup: &Setup, scheme: Scheme, seed: u64) -> Metrics {
                     launch: launched.len(),
                 },
             );
-            launched.push(launch.members);
+            launched.push((launch.members, seconds));
         }
         generation += 1;
         if policy.roster().queue().len() > 0 {

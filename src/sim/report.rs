@@ -58,14 +58,13 @@ pub fn sweep(
             }
         }
     }
-    let runs: Vec<(usize, Metrics)> = cases
+    // A case's trials are consecutive, and `collect` keeps the order.
+    let runs: Vec<Metrics> = cases
         .iter()
-        .enumerate()
-        .flat_map(|(case, _)| (0..trials).map(move |t| (case, t)))
+        .flat_map(|&case| (0..trials).map(move |t| (case, t)))
         .collect::<Vec<_>>()
         .into_par_iter()
-        .map(|(case, trial)| {
-            let (trace, workers, scheme) = cases[case];
+        .map(|((trace, workers, scheme), trial)| {
             let setup = Setup {
                 workers,
                 trace,
@@ -73,26 +72,19 @@ pub fn sweep(
             };
             let metrics = simulate(&setup, scheme, seed + trial);
             tick();
-            (case, metrics)
+            metrics
         })
         .collect();
     let rows: Vec<Row> = cases
         .iter()
-        .enumerate()
-        .map(|(case, &(trace, workers, scheme))| {
-            let trials: Vec<Metrics> = runs
-                .iter()
-                .filter(|(c, _)| *c == case)
-                .map(|(_, m)| *m)
-                .collect();
-            Row {
-                trace,
-                workers,
-                scheme,
-                min: summarize(&trials, Stat::Min),
-                median: summarize(&trials, Stat::Median),
-                max: summarize(&trials, Stat::Max),
-            }
+        .zip(runs.chunks(trials as usize))
+        .map(|(&(trace, workers, scheme), trials)| Row {
+            trace,
+            workers,
+            scheme,
+            min: summarize(trials, Stat::Min),
+            median: summarize(trials, Stat::Median),
+            max: summarize(trials, Stat::Max),
         })
         .collect();
     let headline = headline(&rows);

@@ -63,8 +63,8 @@ pub trait Policy: Send {
 
     /// A worker finished its round's computation (it took `compute_seconds`) and reports
     /// its current bandwidth estimate (bit/s).
-    fn ready(&mut self, worker: WorkerId, bandwidth: f64, compute_seconds: f64, now: f64) {
-        if self.roster_mut().ready(worker, bandwidth, now) {
+    fn ready(&mut self, worker: WorkerId, bandwidth: f64, compute_seconds: f64) {
+        if self.roster_mut().ready(worker, bandwidth) {
             self.observe(compute_seconds);
         }
     }
@@ -129,7 +129,7 @@ impl Roster {
 
     /// Queues a worker that reports ready; false (and nothing changes) when it is unknown
     /// or not computing.
-    pub fn ready(&mut self, worker: WorkerId, bandwidth: f64, _now: f64) -> bool {
+    pub fn ready(&mut self, worker: WorkerId, bandwidth: f64) -> bool {
         let Some(state) = self.workers.get_mut(&worker) else {
             return false;
         };
@@ -302,20 +302,20 @@ mod tests {
         for w in 1..=5 {
             policy.join(w, 1e9, 0.0);
         }
-        policy.ready(3, 1e9, 1.0, 1.0);
+        policy.ready(3, 1e9, 1.0);
         assert!(policy.decide(1.0).is_empty());
-        policy.ready(1, 1e9, 1.0, 1.0);
-        policy.ready(5, 1e9, 1.0, 1.0);
+        policy.ready(1, 1e9, 1.0);
+        policy.ready(5, 1e9, 1.0);
         let launches = policy.decide(1.0);
         assert_eq!(launches.len(), 1);
         assert_eq!(launches[0].members, vec![1, 3]);
         assert_eq!(launches[0].weights, vec![0.5, 0.5]);
         assert_eq!(policy.roster().queue().collect::<Vec<_>>(), [5]);
         // A worker that is syncing cannot report ready again until the sync is over.
-        policy.ready(1, 1e9, 1.0, 1.5);
+        policy.ready(1, 1e9, 1.0);
         assert_eq!(policy.roster().queue().collect::<Vec<_>>(), [5]);
         policy.finished(&launches[0].members, 2.0);
-        policy.ready(1, 1e9, 1.0, 3.0);
+        policy.ready(1, 1e9, 1.0);
         assert_eq!(policy.decide(3.0)[0].members, vec![1, 5]);
     }
 
@@ -325,8 +325,8 @@ mod tests {
         for w in 0..3 {
             policy.join(w, 1e9, 0.0);
         }
-        policy.ready(0, 1e9, 1.0, 1.0);
-        policy.ready(1, 1e9, 1.0, 1.0);
+        policy.ready(0, 1e9, 1.0);
+        policy.ready(1, 1e9, 1.0);
         assert!(policy.decide(1.0).is_empty());
         policy.leave(2);
         let launch = policy.decide(1.0);
@@ -342,13 +342,13 @@ mod tests {
         policy.join(2, 1e9, 0.0);
         // Worker 0 completes two rounds with worker 2 before worker 1 finishes its first.
         for round in 0..2 {
-            policy.ready(0, 1e9, 1.0, round as f64);
-            policy.ready(2, 1e9, 1.0, round as f64);
+            policy.ready(0, 1e9, 1.0);
+            policy.ready(2, 1e9, 1.0);
             let launch = policy.decide(round as f64).remove(0);
             policy.finished(&launch.members, round as f64 + 0.5);
         }
-        policy.ready(1, 1e9, 5.0, 5.0);
-        policy.ready(0, 1e9, 1.0, 5.0);
+        policy.ready(1, 1e9, 5.0);
+        policy.ready(0, 1e9, 1.0);
         let launch = policy.decide(5.0).remove(0);
         assert_eq!(launch.members, vec![0, 1]);
         // Clocks 3 and 1: staleness 1 and 3.

@@ -176,7 +176,7 @@ mod tests {
         for t in [1.0, 2.0, 3.0] {
             for w in 1..=5u32 {
                 if ready_at[w as usize - 1] == t {
-                    policy.ready(w, bandwidth[w as usize - 1], t, t);
+                    policy.ready(w, bandwidth[w as usize - 1], t);
                 }
             }
             for launch in policy.decide(t) {
@@ -208,11 +208,11 @@ mod tests {
             policy.join(w, b, 0.0);
         }
         for (w, b) in [(1, 10.0), (2, 1.0), (3, 1.0)] {
-            policy.ready(w, b, 1.0, 1.0);
+            policy.ready(w, b, 1.0);
         }
         assert!(policy.decide(1.0).is_empty());
         // Worker 4 arrives: {1, 4} and {2, 3} launch, and worker 1's wait paid off.
-        policy.ready(4, 10.0, 1.5, 1.5);
+        policy.ready(4, 10.0, 1.5);
         let members: Vec<Vec<WorkerId>> =
             policy.decide(1.5).into_iter().map(|l| l.members).collect();
         assert_eq!(members, vec![vec![1, 4], vec![2, 3]]);
@@ -227,7 +227,7 @@ mod tests {
             policy.join(w, b, 0.0);
         }
         for w in 1..=3 {
-            policy.ready(w, if w == 1 { 10.0 } else { 1.0 }, 1.0, 1.0);
+            policy.ready(w, if w == 1 { 10.0 } else { 1.0 }, 1.0);
         }
         assert!(policy.decide(1.0).is_empty());
         // Worker 4 leaves instead of arriving; the next decision launches without it.
@@ -247,10 +247,10 @@ mod tests {
         }
         // k = 0: only a full round, once all four are ready.
         for w in 0..3 {
-            policy.ready(w, 1.0, 1.0, 1.0);
+            policy.ready(w, 1.0, 1.0);
         }
         assert!(policy.decide(1.0).is_empty());
-        policy.ready(3, 1.0, 1.0, 1.0);
+        policy.ready(3, 1.0, 1.0);
         let full = policy.decide(1.0);
         assert_eq!(full.len(), 1);
         assert_eq!(full[0].kind, SyncKind::Full);
@@ -259,8 +259,8 @@ mod tests {
         // k = 1, 2: partial rounds (more than p = 1 ready).
         let mut partial = 0;
         for t in [3.0, 4.0] {
-            policy.ready(0, 1.0, 1.0, t);
-            policy.ready(1, 1.0, 1.0, t);
+            policy.ready(0, 1.0, 1.0);
+            policy.ready(1, 1.0, 1.0);
             for launch in policy.decide(t) {
                 assert_eq!(launch.kind, SyncKind::Partial);
                 partial += 1;
@@ -270,8 +270,8 @@ mod tests {
         assert_eq!(partial, 2);
         assert_eq!(policy.rounds(), 3);
         // k = 3: full again; two ready are not enough.
-        policy.ready(0, 1.0, 1.0, 5.0);
-        policy.ready(1, 1.0, 1.0, 5.0);
+        policy.ready(0, 1.0, 1.0);
+        policy.ready(1, 1.0, 1.0);
         assert!(policy.decide(5.0).is_empty());
     }
 
@@ -283,10 +283,10 @@ mod tests {
             policy.join(w, 1.0, 0.0);
         }
         policy.leave(3);
-        policy.ready(0, 1.0, 1.0, 1.0);
-        policy.ready(1, 1.0, 1.0, 1.0);
+        policy.ready(0, 1.0, 1.0);
+        policy.ready(1, 1.0, 1.0);
         assert!(policy.decide(1.0).is_empty());
-        policy.ready(2, 1.0, 1.0, 1.0);
+        policy.ready(2, 1.0, 1.0);
         assert_eq!(policy.decide(1.0)[0].members, vec![0, 1, 2]);
     }
 
@@ -294,12 +294,12 @@ mod tests {
     fn cold_start_learns_the_distribution_from_reported_rounds() {
         let mut policy = SelectiveReduce::new(knobs(2), None, RuntimeCdf::new(16), true);
         policy.join(1, 1.0, 0.0);
-        policy.ready(1, 1.0, 0.25, 0.25);
+        policy.ready(1, 1.0, 0.25);
         assert_eq!(policy.cdf.at(0.3), 1.0);
         let mut warm =
             SelectiveReduce::new(knobs(2), None, RuntimeCdf::from_samples([9.0], 4), false);
         warm.join(1, 1.0, 0.0);
-        warm.ready(1, 1.0, 0.25, 0.25);
+        warm.ready(1, 1.0, 0.25);
         assert_eq!(warm.cdf.at(0.3), 0.0);
     }
 }

@@ -138,7 +138,7 @@ fn handle(
                     compute_seconds,
                     bandwidth_bps,
                 } => {
-                    policy.ready(*rank, bandwidth_bps, compute_seconds, now);
+                    policy.ready(*rank, bandwidth_bps, compute_seconds);
                     true
                 }
                 FromWorker::Done { .. } => {

@@ -2,8 +2,6 @@
 //! and the rule that decides the next synchronizations (selective, partial or all reduce).
 //! Time is seconds on the driver's clock; nothing here reads a clock or a socket.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::bpawr::InTraining;
@@ -80,11 +78,50 @@ pub trait Policy: Send {
 /// Every worker's state and the ready queue (Q), in arrival order.
 #[derive(Debug, Default)]
 pub struct Roster {
-    workers: BTreeMap<WorkerId, Worker>,
+    workers: Workers,
     /// Ready workers with the bandwidth they reported, in arrival order.
     queue: Vec<Member>,
     next_sync: u64,
     arrivals: u64,
+}
+
+/// Workers sorted by id: decisions walk all of them, and a contiguous walk in id order
+/// is both fast and deterministic.
+#[derive(Debug, Default)]
+struct Workers(Vec<(WorkerId, Worker)>);
+
+impl Workers {
+    fn position(&self, id: WorkerId) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&id, |(w, _)| *w)
+    }
+
+    fn insert(&mut self, id: WorkerId, worker: Worker) {
+        match self.position(id) {
+            Ok(at) => self.0[at].1 = worker,
+            Err(at) => self.0.insert(at, (id, worker)),
+        }
+    }
+
+    fn remove(&mut self, id: WorkerId) -> Option<Worker> {
+        let at = self.position(id).ok()?;
+        Some(self.0.remove(at).1)
+    }
+
+    fn get(&self, id: WorkerId) -> Option<&Worker> {
+        self.position(id).ok().map(|at| &self.0[at].1)
+    }
+
+    fn get_mut(&mut self, id: WorkerId) -> Option<&mut Worker> {
+        self.position(id).ok().map(|at| &mut self.0[at].1)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (WorkerId, &Worker)> {
+        self.0.iter().map(|(id, w)| (*id, w))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 #[derive(Debug)]
@@ -122,7 +159,7 @@ impl Roster {
     }
 
     pub fn leave(&mut self, worker: WorkerId) {
-        if self.workers.remove(&worker).is_some() {
+        if self.workers.remove(worker).is_some() {
             self.queue.retain(|m| m.id != Some(worker));
         }
     }
@@ -130,7 +167,7 @@ impl Roster {
     /// Queues a worker that reports ready; false (and nothing changes) when it is unknown
     /// or not computing.
     pub fn ready(&mut self, worker: WorkerId, bandwidth: f64) -> bool {
-        let Some(state) = self.workers.get_mut(&worker) else {
+        let Some(state) = self.workers.get_mut(worker) else {
             return false;
         };
         if !matches!(state.state, State::Computing { .. }) {
@@ -155,10 +192,21 @@ impl Roster {
         members.sort_unstable();
         self.queue
             .retain(|m| m.id.is_none_or(|w| members.binary_search(&w).is_err()));
-        let clocks: Vec<u64> = members.iter().map(|w| self.workers[w].clock).collect();
+        let clocks: Vec<u64> = members
+            .iter()
+            .map(|&w| {
+                self.workers
+                    .get(w)
+                    .expect("launched workers are known")
+                    .clock
+            })
+            .collect();
         let freshest = clocks.iter().copied().max().unwrap_or(0);
         for w in &members {
-            let worker = self.workers.get_mut(w).expect("launched workers are known");
+            let worker = self
+                .workers
+                .get_mut(*w)
+                .expect("launched workers are known");
             worker.clock = freshest;
             worker.state = State::Syncing;
         }
@@ -174,7 +222,7 @@ impl Roster {
 
     /// A synchronizing worker computes again from `now`.
     pub fn resume(&mut self, worker: WorkerId, now: f64) {
-        if let Some(w) = self.workers.get_mut(&worker)
+        if let Some(w) = self.workers.get_mut(worker)
             && w.state == State::Syncing
         {
             w.state = State::Computing { since: now };
@@ -187,7 +235,7 @@ impl Roster {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.workers.is_empty()
+        self.workers.len() == 0
     }
 
     /// The ready queue, in arrival order.
@@ -206,7 +254,7 @@ impl Roster {
     pub fn computing(&self, now: f64) -> Vec<InTraining> {
         self.workers
             .iter()
-            .filter_map(|(&id, w)| match w.state {
+            .filter_map(|(id, w)| match w.state {
                 State::Computing { since } => Some(InTraining {
                     id,
                     bandwidth: w.bandwidth,
@@ -219,7 +267,7 @@ impl Roster {
 
     /// The arrival number of a ready worker's report (later reports have larger numbers).
     pub fn arrival(&self, worker: WorkerId) -> Option<u64> {
-        match self.workers.get(&worker)?.state {
+        match self.workers.get(worker)?.state {
             State::Ready { arrival } => Some(arrival),
             _ => None,
         }

@@ -7,6 +7,7 @@
 //! and [`transport`] (the API).
 
 pub mod addr;
+pub mod agent;
 pub mod bench;
 pub mod capi;
 pub mod collective;

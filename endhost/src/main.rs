@@ -4,6 +4,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use endhost::agent::dpdk::Sysfs;
+use endhost::agent::{self, HostNetworkPlan};
 use endhost::bench::{self, BenchSpec};
 use endhost::collective::Algorithm;
 use endhost::config::{Collective, RateControl, TransportConfig};
@@ -20,7 +22,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success
   1  error: a file, the fabric, a peer or a collective failed (the message says which)
-  2  the command line is wrong";
+  2  the command line is wrong
+  3  (configure) the plan file is invalid; nothing was changed";
 
 /// The end-host transport of mltctl: bounded-loss collectives over UDP, with per-packet
 /// DSCP/ECN tagging, TIMELY-like rate control and path spraying (MLT).
@@ -33,6 +36,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Make this host's network match its part of the plan, through netlink.
+    ///
+    /// FILE is what `mltctl plan -i INVENTORY --host NAME --network` prints (and what
+    /// `mltctl bootstrap` uploads): the data NIC's MTU, its address and path addresses,
+    /// static neighbours (the rack gateway and the rack's other hosts) and routes to the
+    /// other racks and the path pool through the gateway. Only the difference is
+    /// applied, then read back and verified; on any failure this run's changes are
+    /// undone. Everything added carries protocol 77 (`ip route show proto 77`): entries
+    /// the plan no longer has are removed if they carry it, and entries anyone else made
+    /// are never changed (one that contradicts the plan stops the run, unchanged). With
+    /// a `dpdk` section it also checks the IOMMU, reserves hugepages and binds the NIC.
+    #[command(after_help = EXIT_CODES)]
+    Configure {
+        #[arg(long, value_name = "FILE")]
+        plan: PathBuf,
+        /// Report what would change; change nothing.
+        #[arg(long)]
+        check: bool,
+        /// List every change (made, or with --check to be made).
+        #[arg(long)]
+        diff: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Join the job a host configuration describes and run allreduces that check
     /// themselves.
     ///
@@ -223,6 +251,12 @@ enum Baseline {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Configure {
+            plan,
+            check,
+            diff,
+            json,
+        } => return configure(&plan, check, diff, json),
         Command::Run {
             config,
             iterations,
@@ -337,6 +371,35 @@ fn main() -> ExitCode {
             eprintln!("endhost: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+fn configure(path: &std::path::Path, check: bool, diff: bool, json: bool) -> ExitCode {
+    let plan = match HostNetworkPlan::load(path) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("endhost: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    let report = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(agent::configure(&plan, check, &Sysfs::default())),
+        Err(e) => {
+            eprintln!("endhost: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string(&report).expect("serializable"));
+    } else {
+        print!("{}", agent::render(&report, diff));
+    }
+    match report.status {
+        agent::Status::Failed => ExitCode::from(1),
+        agent::Status::Ok | agent::Status::Changed => ExitCode::SUCCESS,
     }
 }
 

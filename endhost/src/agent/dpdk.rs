@@ -1,0 +1,259 @@
+//! Host preparation for the DPDK datapath, as explicit steps: the IOMMU check,
+//! hugepages, and binding the NIC to its DPDK driver. Each step reads sysfs first; in
+//! check mode it says what it would do and, where the machine cannot do it, why.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::DpdkPrep;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Ok,
+    Changed,
+    /// Check mode: this step would change the host.
+    WouldChange,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    pub name: String,
+    /// What the step found, did, or would do.
+    pub action: String,
+    pub status: StepStatus,
+    /// Why the machine cannot do it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The sysfs tree the steps read and write (`/sys` on a host).
+pub struct Sysfs {
+    pub root: PathBuf,
+}
+
+impl Default for Sysfs {
+    fn default() -> Self {
+        Sysfs {
+            root: PathBuf::from("/sys"),
+        }
+    }
+}
+
+impl Sysfs {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Runs every step, in order; a failed step does not stop the later ones from
+    /// reporting (so one run lists everything the machine lacks).
+    pub fn prepare(&self, prep: &DpdkPrep, check: bool) -> Vec<Step> {
+        vec![
+            self.iommu(prep),
+            self.hugepages(prep.hugepages_2m, check),
+            self.bind(prep, check),
+        ]
+    }
+
+    fn iommu(&self, prep: &DpdkPrep) -> Step {
+        let groups = fs::read_dir(self.path("kernel/iommu_groups"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let needs_iommu = prep.driver == "vfio-pci";
+        let (status, reason) = if groups > 0 || !needs_iommu {
+            (StepStatus::Ok, None)
+        } else {
+            (
+                StepStatus::Failed,
+                Some(
+                    "the kernel has no IOMMU groups: enable the IOMMU (intel_iommu=on or \
+                     amd_iommu=on on the kernel command line) for vfio-pci"
+                        .to_string(),
+                ),
+            )
+        };
+        Step {
+            name: "iommu".into(),
+            action: format!("{groups} IOMMU group(s)"),
+            status,
+            reason,
+        }
+    }
+
+    fn hugepages(&self, want: u32, check: bool) -> Step {
+        let file = self.path("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+        let step = |action: String, status, reason: Option<String>| Step {
+            name: "hugepages".into(),
+            action,
+            status,
+            reason,
+        };
+        let have = match read_number(&file) {
+            Ok(n) => n,
+            Err(e) => {
+                return step(
+                    format!("reserve {want} 2 MiB hugepages"),
+                    StepStatus::Failed,
+                    Some(format!(
+                        "{}: {e} (the kernel has no 2 MiB hugepages)",
+                        file.display()
+                    )),
+                );
+            }
+        };
+        if have >= u64::from(want) {
+            return step(
+                format!("{have} 2 MiB hugepages reserved (want {want})"),
+                StepStatus::Ok,
+                None,
+            );
+        }
+        let action = format!("reserve {want} 2 MiB hugepages (now {have})");
+        if check {
+            return step(action, StepStatus::WouldChange, None);
+        }
+        if let Err(e) = fs::write(&file, want.to_string()) {
+            return step(
+                action,
+                StepStatus::Failed,
+                Some(format!("{}: {e}", file.display())),
+            );
+        }
+        match read_number(&file) {
+            Ok(got) if got >= u64::from(want) => step(action, StepStatus::Changed, None),
+            Ok(got) => step(
+                action,
+                StepStatus::Failed,
+                Some(format!(
+                    "the kernel reserved only {got}: not enough free contiguous memory"
+                )),
+            ),
+            Err(e) => step(action, StepStatus::Failed, Some(e.to_string())),
+        }
+    }
+
+    fn bind(&self, prep: &DpdkPrep, check: bool) -> Step {
+        let pci = prep.pci.to_string();
+        let driver = &prep.driver;
+        let action = format!("bind {pci} to {driver}");
+        let fail = |reason: String| Step {
+            name: "bind".into(),
+            action: action.clone(),
+            status: StepStatus::Failed,
+            reason: Some(reason),
+        };
+        let device = self.path(&format!("bus/pci/devices/{pci}"));
+        if !device.exists() {
+            return fail(format!(
+                "this host has no PCI device {pci} (not in {})",
+                device.parent().unwrap_or(&device).display()
+            ));
+        }
+        let current = current_driver(&device);
+        if current.as_deref() == Some(driver.as_str()) {
+            return Step {
+                name: "bind".into(),
+                action: format!("{pci} is bound to {driver}"),
+                status: StepStatus::Ok,
+                reason: None,
+            };
+        }
+        let action = match &current {
+            Some(old) => format!("{action} (now {old})"),
+            None => action,
+        };
+        let fail = |reason: String| Step {
+            name: "bind".into(),
+            action: action.clone(),
+            status: StepStatus::Failed,
+            reason: Some(reason),
+        };
+        if !self.path(&format!("bus/pci/drivers/{driver}")).exists() {
+            return fail(format!(
+                "the {driver} driver is not loaded (modprobe {driver})"
+            ));
+        }
+        if check {
+            return Step {
+                name: "bind".into(),
+                action,
+                status: StepStatus::WouldChange,
+                reason: None,
+            };
+        }
+        let result = (|| -> io::Result<()> {
+            fs::write(device.join("driver_override"), driver)?;
+            if current.is_some() {
+                fs::write(device.join("driver/unbind"), &pci)?;
+            }
+            fs::write(self.path("bus/pci/drivers_probe"), &pci)
+        })();
+        match (result, current_driver(&device)) {
+            (Ok(()), Some(now)) if now == *driver => Step {
+                name: "bind".into(),
+                action,
+                status: StepStatus::Changed,
+                reason: None,
+            },
+            (Ok(()), now) => fail(format!(
+                "after binding, {pci} is on {}",
+                now.unwrap_or_else(|| "no driver".into())
+            )),
+            (Err(e), _) => fail(e.to_string()),
+        }
+    }
+}
+
+fn read_number(file: &Path) -> io::Result<u64> {
+    fs::read_to_string(file)?
+        .trim()
+        .parse()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn current_driver(device: &Path) -> Option<String> {
+    fs::read_link(device.join("driver"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prep() -> DpdkPrep {
+        DpdkPrep {
+            pci: "0000:3b:00.0".parse().unwrap(),
+            hugepages_2m: 512,
+            driver: "vfio-pci".into(),
+        }
+    }
+
+    #[test]
+    fn check_mode_on_a_machine_without_the_device_says_why() {
+        let dir = std::env::temp_dir().join(format!("mltctl-sysfs-{}", std::process::id()));
+        let huge = dir.join("kernel/mm/hugepages/hugepages-2048kB");
+        fs::create_dir_all(&huge).unwrap();
+        fs::create_dir_all(dir.join("kernel/iommu_groups")).unwrap();
+        fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
+        fs::write(huge.join("nr_hugepages"), "16\n").unwrap();
+        let steps = Sysfs { root: dir.clone() }.prepare(&prep(), true);
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(steps[0].status, StepStatus::Failed);
+        assert!(steps[0].reason.as_ref().unwrap().contains("intel_iommu=on"));
+        assert_eq!(steps[1].status, StepStatus::WouldChange);
+        assert_eq!(steps[1].action, "reserve 512 2 MiB hugepages (now 16)");
+        assert_eq!(steps[2].status, StepStatus::Failed);
+        assert!(
+            steps[2]
+                .reason
+                .as_ref()
+                .unwrap()
+                .contains("no PCI device 0000:3b:00.0")
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! The host agent: makes one host's network match its part of the plan (DESIGN §6).
+//!
+//! nmstate's shape: read what the kernel has, compute the difference with the plan,
+//! apply only that, read back and verify — and on any failure undo what this run did.
+//! Everything the agent adds carries its own protocol number ([`OWNER`]) in the
+//! kernel, so a later run can tell its own entries from anyone else's: it removes its
+//! entries that the plan no longer has and never changes one it did not create.
+
+pub mod dpdk;
+pub mod netlink;
+pub mod plan;
+pub mod state;
+
+pub use plan::{HostNetworkPlan, PlanError};
+pub use state::{Change, Conflict, Observed, diff};
+
+/// The kernel protocol number on every address, neighbour and route the agent adds
+/// (`ip route show proto 77`). Unassigned in iproute2's `rt_protos`.
+pub const OWNER: u8 = 77;
+
+use serde::{Deserialize, Serialize};
+
+use self::dpdk::{Step, StepStatus, Sysfs};
+use self::netlink::Nic;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Already as planned.
+    Ok,
+    /// Changed and verified (check mode: would change).
+    Changed,
+    /// Nothing was left changed: the run stopped before changing, or undid its changes.
+    Failed,
+}
+
+/// What one `endhost configure` run found and did; `--json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub host: String,
+    pub nic: String,
+    pub check: bool,
+    pub status: Status,
+    /// Made (check mode: would be made), in order.
+    pub changes: Vec<Change>,
+    /// Entries others configured that contradict the plan.
+    pub conflicts: Vec<Conflict>,
+    /// DPDK preparation steps, when the plan has them.
+    pub dpdk: Vec<Step>,
+    pub error: Option<String>,
+    /// The changes were made and then undone after a failure.
+    pub rolled_back: bool,
+}
+
+/// Makes the host's network match `plan` (or, with `check`, reports what that takes).
+/// Must run on a thread whose network namespace is the host's, inside a tokio runtime.
+pub async fn configure(plan: &HostNetworkPlan, check: bool, sysfs: &Sysfs) -> Report {
+    let mut report = Report {
+        host: plan.host.clone(),
+        nic: plan.nic.clone(),
+        check,
+        status: Status::Failed,
+        changes: Vec::new(),
+        conflicts: Vec::new(),
+        dpdk: Vec::new(),
+        error: None,
+        rolled_back: false,
+    };
+    if let Err(e) = configure_network(plan, check, &mut report).await {
+        report.error = Some(e);
+        return report;
+    }
+    if let Some(prep) = &plan.dpdk {
+        report.dpdk = sysfs.prepare(prep, check);
+        if let Some(step) = report.dpdk.iter().find(|s| s.status == StepStatus::Failed) {
+            report.error = Some(format!(
+                "DPDK preparation: {}: {}",
+                step.action,
+                step.reason.as_deref().unwrap_or("failed")
+            ));
+            return report;
+        }
+    }
+    let dpdk_changed = report
+        .dpdk
+        .iter()
+        .any(|s| matches!(s.status, StepStatus::Changed | StepStatus::WouldChange));
+    report.status = if report.changes.is_empty() && !dpdk_changed {
+        Status::Ok
+    } else {
+        Status::Changed
+    };
+    report
+}
+
+async fn configure_network(
+    plan: &HostNetworkPlan,
+    check: bool,
+    report: &mut Report,
+) -> Result<(), String> {
+    let nic = Nic::open(&plan.nic).await.map_err(|e| e.to_string())?;
+    let observed = nic.observe().await.map_err(|e| e.to_string())?;
+    let changes = match diff(plan, &observed) {
+        Ok(changes) => changes,
+        Err(conflicts) => {
+            let message = match conflicts.len() {
+                1 => "1 entry configured by someone else contradicts the plan".to_string(),
+                n => format!("{n} entries configured by someone else contradict the plan"),
+            } + "; nothing was changed";
+            report.conflicts = conflicts;
+            return Err(message);
+        }
+    };
+    report.changes = changes.clone();
+    if check {
+        return Ok(());
+    }
+    for (done, &change) in changes.iter().enumerate() {
+        if let Err(e) = nic.apply(change).await {
+            report.rolled_back = undo(&nic, &changes[..done]).await;
+            return Err(rollback_message(e.to_string(), report.rolled_back));
+        }
+    }
+    let left = match nic.observe().await.map(|now| diff(plan, &now)) {
+        Ok(Ok(left)) if left.is_empty() => return Ok(()),
+        Ok(Ok(left)) => left
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Ok(Err(conflicts)) => conflicts
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(e) => e.to_string(),
+    };
+    report.rolled_back = undo(&nic, &changes).await;
+    Err(rollback_message(
+        format!("verify after applying: still differs: {left}"),
+        report.rolled_back,
+    ))
+}
+
+/// Undoes `applied` in reverse order; true if every step was undone.
+async fn undo(nic: &Nic, applied: &[Change]) -> bool {
+    let mut all = true;
+    for change in applied.iter().rev() {
+        all &= nic.apply(change.inverse()).await.is_ok();
+    }
+    all
+}
+
+fn rollback_message(error: String, rolled_back: bool) -> String {
+    if rolled_back {
+        format!("{error}; every change of this run was undone")
+    } else {
+        format!("{error}; undoing this run's changes failed too: the host is partly changed")
+    }
+}
+
+/// The report as text: a status line, then (with `diff`) every change, then conflicts,
+/// DPDK steps and the error.
+pub fn render(report: &Report, diff: bool) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let status = match (report.status, report.check) {
+        (Status::Changed, true) => "would change",
+        (Status::Changed, false) => "changed",
+        (Status::Ok, _) => "ok",
+        (Status::Failed, _) => "failed",
+    };
+    let count = match report.changes.len() {
+        0 => String::new(),
+        1 => " (1 change)".into(),
+        n => format!(" ({n} changes)"),
+    };
+    let _ = writeln!(out, "{} {}: {status}{count}", report.host, report.nic);
+    if diff {
+        for change in &report.changes {
+            let _ = writeln!(out, "  {change}");
+        }
+    }
+    for conflict in &report.conflicts {
+        let _ = writeln!(out, "  conflict: {conflict}");
+    }
+    for step in &report.dpdk {
+        let status = match step.status {
+            StepStatus::Ok => "ok",
+            StepStatus::Changed => "changed",
+            StepStatus::WouldChange => "would change",
+            StepStatus::Failed => "failed",
+        };
+        let _ = write!(out, "  dpdk {}: {status}: {}", step.name, step.action);
+        match &step.reason {
+            Some(reason) => {
+                let _ = writeln!(out, ": {reason}");
+            }
+            None => out.push('\n'),
+        }
+    }
+    if let Some(error) = &report.error {
+        let _ = writeln!(out, "  error: {error}");
+    }
+    out
+}

@@ -1,0 +1,133 @@
+//! One host's network plan: what `mltctl plan --host NAME --network` writes and
+//! `endhost configure --plan` reads.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{MacAddr, PciAddr};
+
+/// The kernel state the agent owns on one host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostNetworkPlan {
+    pub host: String,
+    /// The data NIC, by its kernel name.
+    pub nic: String,
+    /// The NIC's MAC as the inventory has it: peers' neighbour entries point at it, so
+    /// a NIC with another MAC is refused.
+    pub mac: MacAddr,
+    pub mtu: u16,
+    /// The NIC's own address (rack subnet) and its path addresses (/32, one per spine).
+    pub addresses: Vec<Ipv4Net>,
+    /// Static neighbours: the rack gateway and the other hosts of the rack.
+    pub neighbours: Vec<Neighbour>,
+    /// Remote racks' subnets and the path pool, through the rack gateway.
+    pub routes: Vec<Route>,
+    /// Host preparation for the DPDK datapath; absent for kernel UDP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpdk: Option<DpdkPrep>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Neighbour {
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    pub prefix: Ipv4Net,
+    pub via: Ipv4Addr,
+}
+
+/// What the DPDK datapath needs from the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DpdkPrep {
+    pub pci: PciAddr,
+    /// 2 MiB hugepages to reserve (at least; more are left alone).
+    pub hugepages_2m: u32,
+    /// Kernel driver the NIC is bound to for DPDK.
+    pub driver: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl HostNetworkPlan {
+    pub fn load(path: &Path) -> Result<HostNetworkPlan, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let plan: HostNetworkPlan = serde_json::from_str(&text).map_err(|e| PlanError::Syntax {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        plan.check().map_err(|message| PlanError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        Ok(plan)
+    }
+
+    /// Problems serde cannot see: duplicates, impossible values.
+    pub fn check(&self) -> Result<(), String> {
+        if self.nic.is_empty() || self.nic.len() > 15 || self.nic.contains(['/', ' ']) {
+            return Err(format!("nic {:?} is not an interface name", self.nic));
+        }
+        if self.mtu < 68 {
+            return Err(format!("mtu {} is below IPv4's minimum of 68", self.mtu));
+        }
+        unique(self.addresses.iter().map(|a| a.addr()), "address")?;
+        unique(self.neighbours.iter().map(|n| n.ip), "neighbour")?;
+        unique(self.routes.iter().map(|r| r.prefix), "route to")?;
+        if let Some(route) = self.routes.iter().find(|r| r.prefix != r.prefix.trunc()) {
+            return Err(format!(
+                "route prefix {} has host bits set (did you mean {}?)",
+                route.prefix,
+                route.prefix.trunc()
+            ));
+        }
+        if let Some(dpdk) = &self.dpdk
+            && dpdk.driver.is_empty()
+        {
+            return Err("dpdk.driver is empty".into());
+        }
+        Ok(())
+    }
+}
+
+fn unique<T: std::fmt::Display>(items: impl Iterator<Item = T>, what: &str) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    for item in items {
+        if !seen.insert(item.to_string()) {
+            return Err(format!("{what} {item} is listed twice"));
+        }
+    }
+    Ok(())
+}

@@ -12,6 +12,7 @@ pub mod bench;
 pub mod capi;
 pub mod collective;
 pub mod config;
+pub mod daemon;
 pub mod datapath;
 pub mod driver;
 pub mod mesh;

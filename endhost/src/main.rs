@@ -9,6 +9,7 @@ use endhost::agent::{self, HostNetworkPlan};
 use endhost::bench::{self, BenchSpec};
 use endhost::collective::Algorithm;
 use endhost::config::{Collective, RateControl, TransportConfig};
+use endhost::daemon;
 use endhost::netns::FabricSpec;
 use endhost::sync::bpawr::Knobs;
 use endhost::sync::cdf::RuntimeCdf;
@@ -36,6 +37,69 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Join the job and serve collectives to this host's processes (a Unix socket).
+    ///
+    /// FILE is the host's transport configuration (`mltctl plan --host NAME`). The
+    /// transport connects to every peer (waiting --connect-timeout for them), then
+    /// listens on --socket; a process there asks for allreduces (see `endhost
+    /// allreduce`), every rank in the same order. SIGTERM or SIGINT end it. With
+    /// --detach it starts itself in the background, writes --pid-file and returns;
+    /// `endhost status --wait` says when it is ready, `endhost stop` stops it.
+    #[command(after_help = EXIT_CODES)]
+    Serve {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        pid_file: Option<PathBuf>,
+        /// Seconds to wait for every peer to come up.
+        #[arg(long, default_value_t = 60)]
+        connect_timeout: u64,
+        /// Run in the background, output appended to --log.
+        #[arg(long, requires_all = ["pid_file", "log"])]
+        detach: bool,
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+    },
+    /// Ask a launched transport who it is; with --wait, wait until it answers.
+    #[command(after_help = EXIT_CODES)]
+    Status {
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        /// Seconds to wait for the transport to answer (0: ask once).
+        #[arg(long, value_name = "SECS", default_value_t = 0)]
+        wait: u64,
+        /// Give up early if the process in this file has exited.
+        #[arg(long, value_name = "FILE")]
+        pid_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a launched transport (SIGTERM, then SIGKILL after --grace seconds).
+    /// Stopping one that is not running succeeds.
+    #[command(after_help = EXIT_CODES)]
+    Stop {
+        #[arg(long, value_name = "FILE")]
+        pid_file: PathBuf,
+        #[arg(long, value_name = "SECS", default_value_t = 10)]
+        grace: u64,
+    },
+    /// Run self-checking allreduces through a launched transport, as a training
+    /// process would: every rank must run it with the same --size and --iterations.
+    /// Rank r sends (r+1)·m(k); each iteration prints the time, the fraction delivered
+    /// and the fraction of values that are the exact sum.
+    #[command(after_help = EXIT_CODES)]
+    Allreduce {
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        #[arg(long, default_value = "4MiB", value_parser = bench::parse_size)]
+        size: u64,
+        #[arg(long, default_value_t = 1)]
+        iterations: u32,
+        #[arg(long)]
+        json: bool,
+    },
     /// Make this host's network match its part of the plan, through netlink.
     ///
     /// FILE is what `mltctl plan -i INVENTORY --host NAME --network` prints (and what
@@ -257,6 +321,60 @@ fn main() -> ExitCode {
             diff,
             json,
         } => return configure(&plan, check, diff, json),
+        Command::Serve {
+            config,
+            socket,
+            pid_file,
+            connect_timeout,
+            detach,
+            log,
+        } => match (detach, log.as_deref(), pid_file.as_deref()) {
+            (true, Some(log), Some(pid_file)) => {
+                let args: Vec<std::ffi::OsString> = std::env::args_os()
+                    .skip(1)
+                    .filter(|a| a != "--detach")
+                    .collect();
+                daemon::detach(&args, log, pid_file)
+                    .map(|pid| println!("{pid}"))
+                    .with_context(|| format!("cannot start the transport (log {})", log.display()))
+            }
+            _ => serve(&config, &socket, pid_file.as_deref(), connect_timeout),
+        },
+        Command::Status {
+            socket,
+            wait,
+            pid_file,
+            json,
+        } => daemon::wait_ready(&socket, pid_file.as_deref(), Duration::from_secs(wait))
+            .map_err(anyhow::Error::msg)
+            .map(|status| {
+                if json {
+                    println!("{}", serde_json::to_string(&status).expect("serializable"));
+                } else {
+                    println!(
+                        "{}: rank {} of {}, job {}, {:?} datapath, pid {}, {} allreduces",
+                        status.host,
+                        status.rank,
+                        status.world_size,
+                        status.job_id,
+                        status.datapath,
+                        status.pid,
+                        status.allreduces
+                    );
+                }
+            }),
+        Command::Stop { pid_file, grace } => daemon::stop(&pid_file, Duration::from_secs(grace))
+            .with_context(|| format!("cannot stop the transport in {}", pid_file.display()))
+            .map(|stopped| match stopped {
+                Some(pid) => println!("stopped {pid}"),
+                None => println!("not running"),
+            }),
+        Command::Allreduce {
+            socket,
+            size,
+            iterations,
+            json,
+        } => allreduce_client(&socket, size, iterations, json),
         Command::Run {
             config,
             iterations,
@@ -403,6 +521,96 @@ fn configure(path: &std::path::Path, check: bool, diff: bool, json: bool) -> Exi
     }
 }
 
+fn serve(
+    config: &std::path::Path,
+    socket: &std::path::Path,
+    pid_file: Option<&std::path::Path>,
+    connect_timeout: u64,
+) -> anyhow::Result<()> {
+    let config = read_config(config)?;
+    if let Some(pid_file) = pid_file {
+        daemon::write_pid(pid_file, std::process::id())
+            .with_context(|| format!("cannot write {}", pid_file.display()))?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        let options = Options {
+            connect_timeout: Duration::from_secs(connect_timeout),
+            bind: None,
+        };
+        let (rank, world) = (config.rank, config.job.world_size);
+        let transport = Transport::start(config, options).await?;
+        // A socket file left by a transport that died is in the way; a live one answers.
+        if daemon::Client::connect(socket).is_ok() {
+            anyhow::bail!("another transport already serves {}", socket.display());
+        }
+        let _ = std::fs::remove_file(socket);
+        let listener = tokio::net::UnixListener::bind(socket)
+            .with_context(|| format!("cannot listen on {}", socket.display()))?;
+        println!("ready: rank {rank} of {world} on {}", socket.display());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let stop = async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        };
+        let transport = daemon::serve(transport, listener, stop).await;
+        transport.shutdown().await;
+        println!("stopped");
+        anyhow::Ok(())
+    });
+    let _ = std::fs::remove_file(socket);
+    if let Some(pid_file) = pid_file {
+        let _ = std::fs::remove_file(pid_file);
+    }
+    result
+}
+
+fn allreduce_client(
+    socket: &std::path::Path,
+    size: u64,
+    iterations: u32,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut client = daemon::Client::connect(socket)
+        .with_context(|| format!("no transport answers on {}", socket.display()))?;
+    let status = client.status()?;
+    let values = (size / 4) as usize;
+    for iteration in 0..iterations {
+        let mut data = workload::input(status.rank, values);
+        let reply = client.allreduce(&mut data, 0)?;
+        if let Some(error) = reply.error {
+            anyhow::bail!("allreduce {iteration}: {error}");
+        }
+        let exact = workload::exact_fraction(&data, status.world_size);
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"iteration": iteration, "rank": status.rank,
+                    "seconds": reply.seconds, "delivered": reply.delivered, "exact": exact})
+            );
+        } else {
+            println!(
+                "iteration {iteration}: {:.3} s, {:.2}% delivered, {:.2}% exact",
+                reply.seconds,
+                reply.delivered * 100.0,
+                exact * 100.0
+            );
+        }
+    }
+    Ok(())
+}
+
+fn read_config(path: &std::path::Path) -> anyhow::Result<TransportConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a host configuration", path.display()))
+}
+
 struct RunOptions {
     iterations: u32,
     size: u64,
@@ -461,14 +669,7 @@ fn worker(
     mut options: WorkerOptions,
     json: bool,
 ) -> anyhow::Result<()> {
-    let config = config
-        .map(|path| -> anyhow::Result<TransportConfig> {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a host configuration", path.display()))
-        })
-        .transpose()?;
+    let config = config.map(read_config).transpose()?;
     options.rank = match (&config, rank) {
         (Some(c), Some(r)) if c.rank != r => {
             anyhow::bail!("--rank {r} but the configuration is rank {}", c.rank)
@@ -505,10 +706,7 @@ fn worker(
 }
 
 fn run(path: &PathBuf, options: RunOptions) -> anyhow::Result<()> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut config: TransportConfig = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a host configuration", path.display()))?;
+    let mut config = read_config(path)?;
     if let Some(c) = options.collective {
         config.job.collective = c.into();
     }

@@ -1,0 +1,337 @@
+//! A launched transport: `endhost serve` joins the job once and then serves collectives
+//! to the host's processes over a Unix socket, so a training process needs no part of
+//! the transport in its own address space.
+//!
+//! The protocol is one JSON request line, then (for an allreduce) `values` f32 in
+//! little-endian; the reply is one JSON line, then (for a successful allreduce) the
+//! result's f32. Every rank must issue its allreduces in the same order, as with gloo:
+//! the n-th allreduce of each rank is one collective.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
+use tokio::net::{UnixListener, UnixStream as AsyncUnixStream};
+use tokio::sync::Mutex;
+
+use crate::config::DatapathKind;
+use crate::transport::Transport;
+
+/// The largest allreduce the socket accepts (1 GiB of f32), so a bad request cannot
+/// make the daemon allocate without bound.
+pub const MAX_VALUES: u64 = 1 << 28;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Status,
+    Allreduce { values: u64, layer: u16 },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub host: String,
+    pub rank: u32,
+    pub world_size: u32,
+    pub job_id: u32,
+    pub datapath: DatapathKind,
+    pub pid: u32,
+    /// Allreduces served so far.
+    pub allreduces: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllreduceReply {
+    pub error: Option<String>,
+    pub delivered: f64,
+    pub seconds: f64,
+}
+
+struct Shared {
+    transport: Transport,
+    /// The next tensor id; held for the whole allreduce so ranks agree on the order.
+    next_tensor: Mutex<u32>,
+}
+
+/// Serves `listener` until the future `stop` completes. The transport is not `Sync`,
+/// so clients are tasks of one thread.
+pub async fn serve(
+    transport: Transport,
+    listener: UnixListener,
+    stop: impl std::future::Future<Output = ()>,
+) -> Transport {
+    let shared = Rc::new(Shared {
+        transport,
+        next_tensor: Mutex::new(0),
+    });
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    () = &mut stop => break,
+                    accepted = listener.accept() => {
+                        if let Ok((stream, _)) = accepted {
+                            let shared = Rc::clone(&shared);
+                            tokio::task::spawn_local(async move {
+                                // A client that sends garbage or leaves is its own problem.
+                                let _ = client(stream, &shared).await;
+                            });
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+    // Dropping the set cancels clients still connected; their allreduces are the
+    // transport's to finish or time out.
+    drop(local);
+    match Rc::try_unwrap(shared) {
+        Ok(shared) => shared.transport,
+        Err(_) => unreachable!("every client task was dropped with the set"),
+    }
+}
+
+async fn client(stream: AsyncUnixStream, shared: &Shared) -> io::Result<()> {
+    let mut reader = AsyncBufReader::new(stream);
+    let mut line = String::new();
+    while reader.read_line(&mut line).await? > 0 {
+        let request: Request = serde_json::from_str(&line)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        line.clear();
+        match request {
+            Request::Status => {
+                let config = shared.transport.config();
+                let status = Status {
+                    host: config.local.name.clone(),
+                    rank: config.rank,
+                    world_size: config.job.world_size,
+                    job_id: config.job.job_id,
+                    datapath: config.job.datapath.kind,
+                    pid: std::process::id(),
+                    allreduces: u64::from(*shared.next_tensor.lock().await),
+                };
+                write_line(reader.get_mut(), &status).await?;
+            }
+            Request::Allreduce { values, layer } => {
+                if values > MAX_VALUES {
+                    let reply = AllreduceReply {
+                        error: Some(format!(
+                            "{values} values is above the limit of {MAX_VALUES}"
+                        )),
+                        delivered: 0.0,
+                        seconds: 0.0,
+                    };
+                    write_line(reader.get_mut(), &reply).await?;
+                    return Ok(());
+                }
+                let mut bytes = vec![0u8; values as usize * 4];
+                reader.read_exact(&mut bytes).await?;
+                let data = bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                let started = Instant::now();
+                let result = {
+                    let mut next = shared.next_tensor.lock().await;
+                    let spec = shared.transport.allreduce_spec(*next, data, layer);
+                    *next = next.wrapping_add(1);
+                    shared.transport.allreduce(spec).await
+                };
+                let seconds = started.elapsed().as_secs_f64();
+                match result {
+                    Ok(done) => {
+                        let reply = AllreduceReply {
+                            error: None,
+                            delivered: done.delivered,
+                            seconds,
+                        };
+                        write_line(reader.get_mut(), &reply).await?;
+                        let out: Vec<u8> = done.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+                        reader.get_mut().write_all(&out).await?;
+                    }
+                    Err(e) => {
+                        let reply = AllreduceReply {
+                            error: Some(e.to_string()),
+                            delivered: 0.0,
+                            seconds,
+                        };
+                        write_line(reader.get_mut(), &reply).await?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn write_line<T: Serialize>(stream: &mut AsyncUnixStream, value: &T) -> io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line).await
+}
+
+/// A blocking client of a launched transport.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+}
+
+impl Client {
+    pub fn connect(socket: &Path) -> io::Result<Client> {
+        Ok(Client {
+            reader: BufReader::new(UnixStream::connect(socket)?),
+        })
+    }
+
+    fn request(&mut self, request: &Request) -> io::Result<()> {
+        let mut line = serde_json::to_vec(request).map_err(io::Error::other)?;
+        line.push(b'\n');
+        self.reader.get_mut().write_all(&line)
+    }
+
+    fn reply<T: for<'de> Deserialize<'de>>(&mut self) -> io::Result<T> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the transport closed the connection",
+            ));
+        }
+        serde_json::from_str(&line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    pub fn status(&mut self) -> io::Result<Status> {
+        self.request(&Request::Status)?;
+        self.reply()
+    }
+
+    /// Allreduces `data` in place with every other rank's n-th call.
+    pub fn allreduce(&mut self, data: &mut [f32], layer: u16) -> io::Result<AllreduceReply> {
+        self.request(&Request::Allreduce {
+            values: data.len() as u64,
+            layer,
+        })?;
+        let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.reader.get_mut().write_all(&bytes)?;
+        let reply: AllreduceReply = self.reply()?;
+        if reply.error.is_none() {
+            let mut bytes = vec![0u8; data.len() * 4];
+            self.reader.read_exact(&mut bytes)?;
+            for (v, b) in data.iter_mut().zip(bytes.chunks_exact(4)) {
+                *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        }
+        Ok(reply)
+    }
+}
+
+/// Starts `endhost` again with `args` as a process of its own (its own process group,
+/// so the SSH session that started it can end), output appended to `log`. Returns its
+/// pid once written to `pid_file`.
+pub fn detach(args: &[std::ffi::OsString], log: &Path, pid_file: &Path) -> io::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .spawn()?;
+    write_pid(pid_file, child.id())?;
+    Ok(child.id())
+}
+
+/// Writes `pid` to `path` atomically.
+pub fn write_pid(path: &Path, pid: u32) -> io::Result<()> {
+    let tmp = path.with_extension("pid.tmp");
+    std::fs::write(&tmp, format!("{pid}\n"))?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The pid in `pid_file`, if that process is still a running `endhost serve`.
+pub fn running(pid_file: &Path) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(pid_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let serving = args.iter().any(|a| *a == b"serve")
+        && args
+            .first()
+            .is_some_and(|exe| exe.ends_with(b"endhost") || exe.ends_with(b"endhost (deleted)"));
+    // A zombie has an empty cmdline: it is not running.
+    serving.then_some(pid)
+}
+
+/// Stops the transport `pid_file` names: SIGTERM, then SIGKILL after `grace`. Returns
+/// the pid stopped, or None if none was running. Removes the pid file either way.
+pub fn stop(pid_file: &Path, grace: std::time::Duration) -> io::Result<Option<u32>> {
+    let Some(pid) = running(pid_file) else {
+        let _ = std::fs::remove_file(pid_file);
+        return Ok(None);
+    };
+    let signal = |sig| {
+        // SAFETY: kill(2) on a pid we just checked is an endhost serve.
+        if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(e);
+            }
+        }
+        Ok(())
+    };
+    signal(libc::SIGTERM)?;
+    let deadline = Instant::now() + grace;
+    while running(pid_file).is_some() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if running(pid_file).is_some() {
+        signal(libc::SIGKILL)?;
+    }
+    let _ = std::fs::remove_file(pid_file);
+    Ok(Some(pid))
+}
+
+/// Waits until the transport behind `socket` answers, or its process (in `pid_file`)
+/// is gone, or `timeout` passes.
+pub fn wait_ready(
+    socket: &Path,
+    pid_file: Option<&Path>,
+    timeout: std::time::Duration,
+) -> Result<Status, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match Client::connect(socket).and_then(|mut c| c.status()) {
+            Ok(status) => return Ok(status),
+            Err(e) => e,
+        };
+        if let Some(pid_file) = pid_file
+            && running(pid_file).is_none()
+        {
+            return Err(format!(
+                "the transport is not running (no live process in {})",
+                pid_file.display()
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the transport did not answer on {} within {} s: {last}",
+                socket.display(),
+                timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -705,7 +705,7 @@ fn worker(
     })
 }
 
-fn run(path: &PathBuf, options: RunOptions) -> anyhow::Result<()> {
+fn run(path: &std::path::Path, options: RunOptions) -> anyhow::Result<()> {
     let mut config = read_config(path)?;
     if let Some(c) = options.collective {
         config.job.collective = c.into();

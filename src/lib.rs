@@ -6,8 +6,11 @@
 pub mod apply;
 pub mod diag;
 pub mod generate;
+pub mod hosts;
 pub mod inventory;
+pub mod parallel;
 pub mod plan;
+pub mod playbook;
 pub mod select;
 pub mod sim;
 pub mod ssh;

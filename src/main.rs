@@ -10,8 +10,10 @@ use mltctl::apply::report::{Reporter, Style, Summary};
 use mltctl::apply::{self, ApplyOptions, Event};
 use mltctl::diag::Diagnostics;
 use mltctl::generate::{FabricSize, fabric_yaml_with};
+use mltctl::hosts;
 use mltctl::inventory::{self, Inventory, LoadError};
 use mltctl::plan::{Plan, explain};
+use mltctl::playbook::{self, StepPlan};
 use mltctl::select::Selection;
 use mltctl::ssh::{self, SshOptions};
 use mltctl::switches;
@@ -25,10 +27,13 @@ Exit codes:
   3  the inventory is invalid; every problem is listed as file:line:col: message
      and nothing was changed
   4  (apply) at least one switch failed: it was rolled back, or reverts by itself;
-     its line says which
-  5  (apply) at least one switch was unreachable (none failed); nothing was sent to it
+     its line says which; (bootstrap, launch, stop) at least one host failed: its
+     line says why, and what bootstrap had changed on it was undone
+  5  (apply, bootstrap, launch, stop) at least one switch or host was unreachable
+     (none failed); nothing was sent to it
   6  (diff --exit-code, apply --check --exit-code) at least one switch differs from
-     the plan";
+     the plan
+  (play) the exit code of the step that failed";
 
 /// Deploy an ML-aware network transport from one inventory file.
 ///
@@ -74,6 +79,14 @@ enum Command {
         /// --config` reads).
         #[arg(long, value_name = "NAME", conflicts_with_all = ["json", "explain"])]
         host: Option<String>,
+        /// With --host: print the host's network plan instead (what `endhost configure
+        /// --plan` reads): NIC, MTU, addresses, static neighbours, routes.
+        #[arg(long, requires = "host", conflicts_with = "ipmac")]
+        network: bool,
+        /// With --host: print the host's IP=MAC file instead (OptiReduce's format): every
+        /// peer address and path address with its next-hop MAC.
+        #[arg(long, requires = "host")]
+        ipmac: bool,
     },
     /// Write every switch's configuration, in its vendor's own syntax, to a directory.
     ///
@@ -120,6 +133,102 @@ enum Command {
     /// against known_hosts. Every switch's outcome is appended to the journal.
     #[command(after_help = EXIT_CODES)]
     Apply(ApplyArgs),
+    /// Make every host's network match the plan, over SSH.
+    ///
+    /// Per host, over one SSH session: upload the endhost binary (unless the host has
+    /// this very one) and the host's network plan to --remote-dir (atomically), then
+    /// run `endhost configure` there, which applies only what differs — addresses, path
+    /// addresses, static neighbours, routes, MTU — verifies it and undoes everything on
+    /// failure. Entries it made that the plan no longer has are removed; nothing anyone
+    /// else configured is changed. With the dpdk datapath it also prepares the host
+    /// (IOMMU, hugepages, NIC binding). --check uploads to a scratch directory, reports
+    /// and removes it.
+    #[command(after_help = EXIT_CODES)]
+    Bootstrap {
+        #[command(flatten)]
+        hosts: HostArgs,
+        /// Report what would change; change nothing.
+        #[arg(long)]
+        check: bool,
+        /// List every change made (or, with --check, to be made) per host.
+        #[arg(long)]
+        diff: bool,
+        /// Prepare for this datapath [default: the inventory's].
+        #[arg(long, value_enum)]
+        datapath: Option<DatapathArg>,
+        /// The endhost binary to upload [default: the one beside mltctl].
+        #[arg(long, value_name = "FILE")]
+        endhost: Option<PathBuf>,
+    },
+    /// Start the transport on every host and print what a training launcher needs.
+    ///
+    /// Per host: upload its transport configuration, IP=MAC file and environment file
+    /// to --remote-dir, stop a transport already running there, and start `endhost
+    /// serve` in the background; then wait until every transport has found its peers.
+    /// Prints, as JSON: per rank its host, addresses, socket, pid and environment
+    /// (OptiReduce's GLOO_* variables and ours), and DS-Sync's group schedule. Needs a
+    /// bootstrapped host (the binary in --remote-dir).
+    #[command(after_help = EXIT_CODES)]
+    Launch {
+        #[command(flatten)]
+        hosts: HostArgs,
+        /// [default: the inventory's]
+        #[arg(long, value_enum)]
+        datapath: Option<DatapathArg>,
+        /// Seconds a transport may take to find all its peers.
+        #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+        ready_timeout: u64,
+    },
+    /// Print the environment a training process on one host runs with.
+    ///
+    /// As `export KEY=value` lines a shell can source, or JSON. The same values
+    /// `launch` writes to the host's env file.
+    #[command(after_help = EXIT_CODES)]
+    Env {
+        #[command(flatten)]
+        inventory: InventoryArg,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "/var/lib/mltctl")]
+        remote_dir: String,
+        /// [default: the inventory's]
+        #[arg(long, value_enum)]
+        datapath: Option<DatapathArg>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the transport on every host. A host where none runs is `ok`.
+    #[command(after_help = EXIT_CODES)]
+    Stop {
+        #[command(flatten)]
+        hosts: HostArgs,
+    },
+    /// Run a playbook: its steps in order, stopping at the first that fails.
+    ///
+    /// A playbook (playbooks/site.yml) lists steps: validate, diff (the switches'
+    /// differences: `apply --check --diff`), apply, bootstrap, launch, stop. --check,
+    /// --diff and --limit are passed to every step that takes them; with --check,
+    /// apply and bootstrap only report and launch is skipped. A step whose --limit
+    /// selects nothing of its kind (no switch, no host) is skipped.
+    #[command(after_help = EXIT_CODES)]
+    Play {
+        /// The playbook (YAML).
+        playbook: PathBuf,
+        #[command(flatten)]
+        inventory: InventoryArg,
+        #[arg(long)]
+        check: bool,
+        #[arg(long)]
+        diff: bool,
+        #[arg(long, value_name = "PATTERN")]
+        limit: Vec<String>,
+        /// Passed to the steps that use SSH.
+        #[arg(long, value_name = "FILE")]
+        known_hosts: Option<PathBuf>,
+        /// Passed to the host steps.
+        #[arg(long, value_name = "DIR")]
+        remote_dir: Option<String>,
+    },
     /// Write a synthetic leaf-spine inventory, for scale tests and benchmarks.
     ///
     /// Every leaf links to every spine; vendors rotate through the --vendors list.
@@ -264,22 +373,80 @@ struct ApplyArgs {
     /// (with --check) Exit with 6 when any switch would change.
     #[arg(long, requires = "check")]
     exit_code: bool,
-    /// OpenSSH known_hosts file to check host keys against [default: ~/.ssh/known_hosts].
-    #[arg(long, value_name = "FILE")]
-    known_hosts: Option<PathBuf>,
-    /// Record the host key of a switch that has none in known_hosts. A changed key is
-    /// always refused.
-    #[arg(long)]
-    accept_new_host_keys: bool,
-    /// Seconds to wait for a switch to accept the TCP connection.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-    connect_timeout: u64,
-    /// Seconds any one command on a switch may take.
-    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
-    command_timeout: u64,
+    #[command(flatten)]
+    ssh: SshArgs,
     /// Journal file, appended to [default: .mltctl/journal.jsonl next to the inventory].
     #[arg(long, value_name = "FILE")]
     journal: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SshArgs {
+    /// OpenSSH known_hosts file to check host keys against [default: ~/.ssh/known_hosts].
+    #[arg(long, value_name = "FILE")]
+    known_hosts: Option<PathBuf>,
+    /// Record the host key of a device that has none in known_hosts. A changed key is
+    /// always refused.
+    #[arg(long)]
+    accept_new_host_keys: bool,
+    /// Seconds to wait for a device to accept the TCP connection.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    connect_timeout: u64,
+    /// Seconds any one command on a device may take.
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    command_timeout: u64,
+}
+
+impl SshArgs {
+    fn options(&self) -> SshOptions {
+        SshOptions {
+            known_hosts: self
+                .known_hosts
+                .clone()
+                .unwrap_or_else(|| ssh::expand_home(std::path::Path::new("~/.ssh/known_hosts"))),
+            accept_new_host_keys: self.accept_new_host_keys,
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+            command_timeout: Duration::from_secs(self.command_timeout),
+            known_hosts_lock: Default::default(),
+        }
+    }
+}
+
+/// What every command that works on hosts over SSH takes.
+#[derive(Args)]
+struct HostArgs {
+    #[command(flatten)]
+    inventory: InventoryArg,
+    /// Only these hosts: names, globs (h1*), groups (all, hosts, rack:NAME),
+    /// comma-separated; &PATTERN narrows, !PATTERN excludes. Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    limit: Vec<String>,
+    /// Hosts handled at once, one SSH session each.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    forks: u16,
+    /// Directory on every host for the endhost binary and the host's files.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/mltctl")]
+    remote_dir: String,
+    /// Print one JSON object per line: {"event":"host"|"summary", ...}.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    ssh: SshArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DatapathArg {
+    Udp,
+    Dpdk,
+}
+
+impl From<DatapathArg> for endhost::config::DatapathKind {
+    fn from(d: DatapathArg) -> Self {
+        match d {
+            DatapathArg::Udp => endhost::config::DatapathKind::Udp,
+            DatapathArg::Dpdk => endhost::config::DatapathKind::Dpdk,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -306,6 +473,8 @@ enum Failure {
     SwitchesUnreachable,
     /// A command-line value is wrong in a way clap cannot see.
     Usage(String),
+    /// A playbook step failed with this exit code (already reported).
+    Step(i32),
     Error(anyhow::Error),
 }
 
@@ -331,6 +500,7 @@ fn main() -> ExitCode {
         Err(Failure::Differs) => ExitCode::from(6),
         Err(Failure::SwitchesFailed) => ExitCode::from(4),
         Err(Failure::SwitchesUnreachable) => ExitCode::from(5),
+        Err(Failure::Step(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(Failure::Usage(message)) => {
             eprintln!("mltctl: {message}");
             ExitCode::from(2)
@@ -350,14 +520,21 @@ fn run(command: Command) -> Result<(), Failure> {
             json,
             explain,
             host,
+            network,
+            ipmac,
         } => {
             let inv = load(&inventory.inventory)?;
             let plan = Plan::build(&inv);
             if let Some(name) = host {
-                let rank = plan
-                    .host_rank(&name)
-                    .with_context(|| format!("no host named `{name}` in the inventory"))?;
-                print_json(&plan.transport_config(rank))?;
+                let rank = host_rank(&plan, &name)?;
+                if network {
+                    let datapath = plan.job.datapath.kind;
+                    print_json(&mltctl::plan::hosts::network_plan(&plan, rank, datapath))?;
+                } else if ipmac {
+                    print(&mltctl::plan::hosts::ip_mac(&plan, rank))?;
+                } else {
+                    print_json(&plan.transport_config(rank))?;
+                }
             } else if json {
                 print_json(&plan)?;
             } else if explain {
@@ -399,6 +576,55 @@ fn run(command: Command) -> Result<(), Failure> {
             contention,
             json,
         } => groups(&inventory.inventory, &contention, json),
+        Command::Bootstrap {
+            hosts,
+            check,
+            diff,
+            datapath,
+            endhost,
+        } => bootstrap(&hosts, check, diff, datapath, endhost),
+        Command::Launch {
+            hosts,
+            datapath,
+            ready_timeout,
+        } => launch(&hosts, datapath, ready_timeout),
+        Command::Env {
+            inventory,
+            host,
+            remote_dir,
+            datapath,
+            json,
+        } => {
+            let plan = Plan::build(&load(&inventory.inventory)?);
+            let rank = host_rank(&plan, &host)?;
+            let datapath = datapath.map_or(plan.job.datapath.kind, Into::into);
+            let remote = hosts::Remote { dir: remote_dir };
+            let env = hosts::environment(&plan, rank, &remote, datapath);
+            if json {
+                print_json(&env)?;
+            } else {
+                print(&hosts::env_file(&env))?;
+            }
+            Ok(())
+        }
+        Command::Stop { hosts } => stop(&hosts),
+        Command::Play {
+            playbook,
+            inventory,
+            check,
+            diff,
+            limit,
+            known_hosts,
+            remote_dir,
+        } => play(&playbook::Run {
+            playbook,
+            inventory: inventory.inventory,
+            check,
+            diff,
+            limit,
+            known_hosts,
+            remote_dir,
+        }),
         Command::Generate {
             spines,
             leaves,
@@ -644,8 +870,12 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
     let path = &args.inventory.inventory;
     let plan = Plan::build(&load(path)?);
     let targets = Selection::parse(&args.limit)
-        .and_then(|s| s.apply(&plan.switches))
-        .map_err(|e| Failure::Usage(e.to_string()))?;
+        .and_then(|s| s.select(&plan))
+        .map_err(|e| Failure::Usage(e.to_string()))?
+        .switches;
+    if targets.is_empty() {
+        return Err(Failure::Usage("--limit selects no switch".into()));
+    }
     let unrenderable: Vec<String> = targets
         .iter()
         .filter_map(|&i| switch_config::render(&plan.switches[i].intent).err())
@@ -666,10 +896,6 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
     });
     let mut journal = Journal::open(&journal_path)
         .with_context(|| format!("cannot open the journal {}", journal_path.display()))?;
-    let known_hosts = args
-        .known_hosts
-        .clone()
-        .unwrap_or_else(|| ssh::expand_home(std::path::Path::new("~/.ssh/known_hosts")));
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -677,13 +903,7 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
         check: args.check,
         confirm_timeout: Duration::from_secs(args.confirm_timeout),
         forks: usize::from(args.forks),
-        ssh: SshOptions {
-            known_hosts,
-            accept_new_host_keys: args.accept_new_host_keys,
-            connect_timeout: Duration::from_secs(args.connect_timeout),
-            command_timeout: Duration::from_secs(args.command_timeout),
-            known_hosts_lock: Default::default(),
-        },
+        ssh: args.ssh.options(),
         run_id: format!("mltctl-{}-{}", since_epoch.as_secs(), std::process::id()),
     };
     let style = if args.json {
@@ -726,6 +946,228 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
     } else {
         Ok(())
     }
+}
+
+/// The plan and the hosts a host command works on.
+fn host_targets(args: &HostArgs) -> Result<(Plan, Vec<usize>), Failure> {
+    let plan = Plan::build(&load(&args.inventory.inventory)?);
+    let selected = Selection::parse(&args.limit)
+        .and_then(|s| s.select(&plan))
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    if selected.hosts.is_empty() {
+        return Err(Failure::Usage("--limit selects no host".into()));
+    }
+    Ok((plan, selected.hosts))
+}
+
+/// Prints one host's line as it finishes (JSON Lines with --json), to standard output.
+fn host_line(json: bool, text: String, value: &impl Serialize) {
+    if json {
+        let mut line = serde_json::json!({ "event": "host" });
+        if let (Some(map), Ok(serde_json::Value::Object(fields))) =
+            (line.as_object_mut(), serde_json::to_value(value))
+        {
+            map.extend(fields);
+        }
+        println!("{line}");
+    } else {
+        print!("{text}");
+    }
+}
+
+fn host_summary(
+    json: bool,
+    what: &str,
+    summary: &hosts::HostSummary,
+    seconds: f64,
+) -> Result<(), Failure> {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "summary", "summary": summary, "seconds": seconds})
+        );
+    } else {
+        print!("{}", hosts::summary_line(what, summary, seconds));
+    }
+    hosts_outcome(summary)
+}
+
+fn hosts_outcome(summary: &hosts::HostSummary) -> Result<(), Failure> {
+    if summary.failed > 0 {
+        Err(Failure::SwitchesFailed)
+    } else if summary.unreachable > 0 {
+        Err(Failure::SwitchesUnreachable)
+    } else {
+        Ok(())
+    }
+}
+
+fn bootstrap(
+    args: &HostArgs,
+    check: bool,
+    diff: bool,
+    datapath: Option<DatapathArg>,
+    endhost: Option<PathBuf>,
+) -> Result<(), Failure> {
+    use mltctl::hosts::bootstrap::{self, Binary};
+    let (plan, targets) = host_targets(args)?;
+    let binary_path = match endhost {
+        Some(path) => path,
+        None => std::env::current_exe()
+            .context("cannot find mltctl's own path")?
+            .with_file_name("endhost"),
+    };
+    let bytes = std::fs::read(&binary_path).with_context(|| {
+        format!(
+            "cannot read the endhost binary {} (build it, or give --endhost)",
+            binary_path.display()
+        )
+    })?;
+    let options = bootstrap::Options {
+        check,
+        forks: usize::from(args.forks),
+        ssh: args.ssh.options(),
+        remote: hosts::Remote {
+            dir: args.remote_dir.clone(),
+        },
+        datapath: datapath.map_or(plan.job.datapath.kind, Into::into),
+    };
+    let started = std::time::Instant::now();
+    let results = bootstrap::run_all(&plan, &targets, &Binary::new(bytes), &options, &mut |p| {
+        if let mltctl::parallel::Progress::Finished(_, result) = p {
+            host_line(args.json, bootstrap::render(result, check, diff), result);
+        }
+    });
+    let summary = hosts::HostSummary::of(results.iter().map(|r| &r.status));
+    let what = if check {
+        "bootstrap (check)"
+    } else {
+        "bootstrap"
+    };
+    host_summary(args.json, what, &summary, started.elapsed().as_secs_f64())
+}
+
+fn launch(
+    args: &HostArgs,
+    datapath: Option<DatapathArg>,
+    ready_timeout: u64,
+) -> Result<(), Failure> {
+    use mltctl::hosts::launch;
+    let (plan, targets) = host_targets(args)?;
+    let options = launch::Options {
+        forks: usize::from(args.forks),
+        ssh: args.ssh.options(),
+        remote: hosts::Remote {
+            dir: args.remote_dir.clone(),
+        },
+        datapath: datapath.map_or(plan.job.datapath.kind, Into::into),
+        ready_timeout: Duration::from_secs(ready_timeout),
+    };
+    let started = std::time::Instant::now();
+    let (results, launched) = launch::launch(&plan, &targets, &options, &mut |p| {
+        if let mltctl::parallel::Progress::Finished(_, r) = p {
+            eprint!(
+                "{}",
+                hosts::status_line(&r.host, &r.endpoint, r.status, "started")
+            );
+        }
+    });
+    for r in results
+        .iter()
+        .filter(|r| r.status != hosts::HostStatus::Changed)
+    {
+        let message = r.message.as_deref().unwrap_or("");
+        eprint!(
+            "{}",
+            hosts::status_line(&r.host, &r.endpoint, r.status, message)
+        );
+    }
+    let summary = hosts::HostSummary::of(results.iter().map(|r| &r.status));
+    eprint!(
+        "{}",
+        hosts::summary_line("launch", &summary, started.elapsed().as_secs_f64())
+    );
+    if let Some(launched) = launched {
+        print_json(&launched)?;
+    }
+    hosts_outcome(&summary)
+}
+
+fn stop(args: &HostArgs) -> Result<(), Failure> {
+    use mltctl::hosts::launch;
+    let (plan, targets) = host_targets(args)?;
+    let ssh = args.ssh.options();
+    let remote = hosts::Remote {
+        dir: args.remote_dir.clone(),
+    };
+    let started = std::time::Instant::now();
+    let results = mltctl::parallel::run(
+        &targets,
+        usize::from(args.forks),
+        |&rank| launch::stop_host(&plan, rank, &ssh, &remote),
+        &mut |p: mltctl::parallel::Progress<'_, launch::HostResult>| {
+            if let mltctl::parallel::Progress::Finished(_, r) = p {
+                let detail = match (&r.message, r.pid) {
+                    (Some(m), _) => m.clone(),
+                    (None, Some(pid)) => format!("stopped {pid}"),
+                    (None, None) => "not running".into(),
+                };
+                host_line(
+                    args.json,
+                    hosts::status_line(&r.host, &r.endpoint, r.status, &detail),
+                    r,
+                );
+            }
+        },
+    );
+    let summary = hosts::HostSummary::of(results.iter().map(|r| &r.status));
+    host_summary(args.json, "stop", &summary, started.elapsed().as_secs_f64())
+}
+
+fn play(run: &playbook::Run) -> Result<(), Failure> {
+    let text = std::fs::read_to_string(&run.playbook)
+        .with_context(|| format!("cannot read {}", run.playbook.display()))?;
+    let steps = playbook::parse(&run.playbook, &text).map_err(|e| Failure::Usage(e.to_string()))?;
+    let plan = Plan::build(&load(&run.inventory)?);
+    // Every step's command is known before the first runs: a bad --limit stops the run
+    // before anything is touched.
+    let commands = steps
+        .iter()
+        .map(|step| playbook::command(step, run, &plan))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Failure::Usage)?;
+    let exe = std::env::current_exe().context("cannot find mltctl's own path")?;
+    let total = steps.len();
+    for (n, (step, command)) in steps.iter().zip(commands).enumerate() {
+        let name = step.kind.name();
+        let args = match command {
+            StepPlan::Skip(why) => {
+                eprintln!("== step {}/{total} {name}: skipped ({why})", n + 1);
+                continue;
+            }
+            StepPlan::Command(args) => args,
+        };
+        eprintln!(
+            "== step {}/{total} {name}: mltctl {}",
+            n + 1,
+            args.join(" ")
+        );
+        let status = std::process::Command::new(&exe)
+            .args(&args)
+            .status()
+            .with_context(|| format!("cannot run step {name}"))?;
+        if !status.success() {
+            let code = status.code().unwrap_or(1);
+            eprintln!(
+                "== step {}/{total} {name} failed (exit {code}); the remaining {} step(s) did not run",
+                n + 1,
+                total - n - 1
+            );
+            return Err(Failure::Step(code));
+        }
+    }
+    eprintln!("== all {total} steps succeeded");
+    Ok(())
 }
 
 fn diff_text(diffs: &[switch_config::SwitchDiff], differing: usize) -> String {
@@ -789,6 +1231,11 @@ fn validate(path: &std::path::Path, json: bool) -> Result<(), Failure> {
         inv.training.layers.len()
     ))?;
     Ok(())
+}
+
+fn host_rank(plan: &Plan, name: &str) -> Result<usize, Failure> {
+    plan.host_rank(name)
+        .ok_or_else(|| Failure::Usage(format!("no host named `{name}` in the inventory")))
 }
 
 fn load(path: &std::path::Path) -> Result<Inventory, Failure> {

@@ -139,6 +139,50 @@ impl Session {
         &self.sent
     }
 
+    /// Writes `data` to `path` on the device: to a temporary file beside it over SFTP,
+    /// then renamed into place, so a reader sees the old file or the new, never part.
+    pub fn upload(&mut self, data: &[u8], path: &str, mode: i32) -> io::Result<()> {
+        let tmp = format!("{path}.mltctl-{}.tmp", std::process::id());
+        self.sent
+            .push(format!("upload {} bytes to {path}", data.len()));
+        let sftp = self.session.sftp().map_err(io::Error::from)?;
+        {
+            let mut file = sftp
+                .open_mode(
+                    Path::new(&tmp),
+                    ssh2::OpenFlags::WRITE | ssh2::OpenFlags::CREATE | ssh2::OpenFlags::TRUNCATE,
+                    mode,
+                    ssh2::OpenType::File,
+                )
+                .map_err(|e| io::Error::other(format!("cannot create {tmp}: {e}")))?;
+            // Large writes keep many SFTP requests in flight.
+            for chunk in data.chunks(1 << 20) {
+                file.write_all(chunk)?;
+            }
+        }
+        let output = self.run(
+            Some(&format!(
+                "mv -f {} {}",
+                shell_quote(&tmp),
+                shell_quote(path)
+            )),
+            "",
+        )?;
+        if output.status != 0 {
+            return Err(io::Error::other(format!(
+                "cannot move {tmp} to {path}: {}",
+                output.stderr.trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `command` on the device and returns what it printed and its exit status.
+    pub fn exec(&mut self, command: &str) -> io::Result<Output> {
+        self.sent.push(command.to_string());
+        self.run(Some(command), "")
+    }
+
     fn run(&mut self, command: Option<&str>, input: &str) -> io::Result<Output> {
         let mut channel = self.session.channel_session().map_err(io::Error::from)?;
         match command {
@@ -176,6 +220,17 @@ impl Transport for Session {
         self.sent.push(script.trim_end().to_string());
         self.run(None, script)
     }
+}
+
+/// `s` as one word for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-:=@%+,".contains(&b))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 fn millis(d: Duration) -> u32 {
@@ -360,6 +415,17 @@ pub fn expand_home(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(
+            shell_quote("/var/lib/mltctl/h1.json"),
+            "/var/lib/mltctl/h1.json"
+        );
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
 
     #[test]
     fn home_is_expanded_only_at_the_start() {

@@ -169,6 +169,19 @@ impl Default for Datapath {
     }
 }
 
+impl Datapath {
+    /// 2 MiB hugepages the DPDK datapath needs: a mempool of one mbuf per ring slot
+    /// (2 KiB data room plus headroom and the mbuf header, ~2.3 KiB), doubled for
+    /// DPDK's own memzones and per-lcore caches.
+    pub fn hugepages_2m(&self) -> u32 {
+        let mbufs = u64::from(self.rx_queues) * u64::from(self.rx_ring) + u64::from(self.tx_ring);
+        let bytes = 2 * mbufs * 2432;
+        u32::try_from(bytes.div_ceil(2 << 20))
+            .unwrap_or(u32::MAX)
+            .max(64)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatapathKind {

@@ -124,6 +124,11 @@ impl Transport {
                 config.peers.len()
             )));
         }
+        if config.job.datapath.kind == crate::config::DatapathKind::Dpdk {
+            return Err(TransportError::Config(
+                "the DPDK datapath is not part of this endhost build; use the udp datapath".into(),
+            ));
+        }
         let rank16 =
             u16::try_from(rank).map_err(|_| TransportError::Config("rank above 65535".into()))?;
         let ports = config.job.ports;

@@ -21,8 +21,6 @@
 pub mod journal;
 pub mod report;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -30,6 +28,7 @@ use sha2::{Digest, Sha256};
 use switch_config::push::{self, Device, PushError};
 use switch_config::{ChangeLine, SwitchIntent, Vendor};
 
+use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
 use crate::ssh::{Session, SshOptions};
 
@@ -109,40 +108,17 @@ pub fn run(
     options: &ApplyOptions,
     on_event: &mut dyn FnMut(&Event),
 ) -> Vec<DeviceResult> {
-    let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Event)>();
-    let mut results: Vec<Option<DeviceResult>> = vec![None; targets.len()];
-    std::thread::scope(|scope| {
-        for _ in 0..options.forks.clamp(1, targets.len().max(1)) {
-            let tx = tx.clone();
-            let next = &next;
-            scope.spawn(move || {
-                loop {
-                    let slot = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&index) = targets.get(slot) else {
-                        break;
-                    };
-                    let switch = &switches[index];
-                    let name = switch.intent.name.clone();
-                    if tx.send((slot, Event::Started(name))).is_err() {
-                        break;
-                    }
-                    let result = apply_device(switch, options);
-                    if tx.send((slot, Event::Finished(result))).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for (slot, event) in rx {
-            on_event(&event);
-            if let Event::Finished(result) = event {
-                results[slot] = Some(result);
+    parallel::run(
+        targets,
+        options.forks,
+        |&index| apply_device(&switches[index], options),
+        &mut |progress| match progress {
+            Progress::Started(slot) => {
+                on_event(&Event::Started(switches[targets[slot]].intent.name.clone()))
             }
-        }
-    });
-    results.into_iter().flatten().collect()
+            Progress::Finished(_, result) => on_event(&Event::Finished(result.clone())),
+        },
+    )
 }
 
 /// The whole per-device flow; never panics on device trouble, always reports.

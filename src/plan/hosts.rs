@@ -9,7 +9,8 @@
 
 use std::net::Ipv4Addr;
 
-use endhost::config::{JobConfig, LocalConfig, PeerConfig, TransportConfig};
+use endhost::agent::{self, HostNetworkPlan, plan::DpdkPrep};
+use endhost::config::{DatapathKind, JobConfig, LocalConfig, PeerConfig, TransportConfig};
 use endhost::{MacAddr, PciAddr};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
@@ -178,4 +179,55 @@ pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
         },
         peers,
     }
+}
+
+/// The kernel state host `rank` must have (what `endhost configure` applies), with the
+/// DPDK host preparation when `datapath` is DPDK.
+pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNetworkPlan {
+    let me = &plan.hosts[rank];
+    let own = Ipv4Net::new(me.nic.ip, me.nic.prefix_len).expect("prefix length checked");
+    let paths = me.path_addresses.iter().map(|p| Ipv4Net::from(p.address));
+    HostNetworkPlan {
+        host: me.name.clone(),
+        nic: me.nic.name.clone(),
+        mac: me.nic.mac,
+        mtu: me.nic.mtu,
+        addresses: std::iter::once(own).chain(paths).collect(),
+        neighbours: me
+            .neighbours
+            .iter()
+            .map(|n| agent::plan::Neighbour {
+                ip: n.ip,
+                mac: n.mac,
+            })
+            .collect(),
+        routes: me
+            .routes
+            .iter()
+            .map(|r| agent::plan::Route {
+                prefix: r.prefix,
+                via: r.via,
+            })
+            .collect(),
+        dpdk: (datapath == DatapathKind::Dpdk).then(|| DpdkPrep {
+            pci: me.nic.pci,
+            hugepages_2m: plan.job.datapath.hugepages_2m(),
+            driver: "vfio-pci".into(),
+        }),
+    }
+}
+
+/// The transport's `IP=MAC` file (OptiReduce's format): every address host `rank`
+/// sends to, with the MAC of its next hop.
+pub fn ip_mac(plan: &Plan, rank: usize) -> String {
+    let config = transport_config(plan, rank);
+    let mut out = String::new();
+    for peer in &config.peers {
+        let mut addresses = vec![peer.ip];
+        addresses.extend(peer.paths.iter().filter(|&&p| p != peer.ip));
+        for ip in addresses {
+            out.push_str(&format!("{ip}={}\n", peer.next_hop_mac));
+        }
+    }
+    out
 }

@@ -1,0 +1,214 @@
+//! `mltctl bootstrap`: on every host, the `endhost` binary and the host's network plan
+//! are uploaded, and `endhost configure` applies the plan (or, with `--check`, reports
+//! what it would change — then the files go to a scratch directory that is removed).
+
+use std::time::Instant;
+
+use endhost::agent::{self, Report};
+use endhost::config::DatapathKind;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::{HostStatus, Remote, endpoint, open, run, seconds_since};
+use crate::parallel::{self, Progress};
+use crate::plan::Plan;
+use crate::plan::hosts::network_plan;
+use crate::ssh::{Session, SshOptions, shell_quote};
+
+pub struct Options {
+    pub check: bool,
+    pub forks: usize,
+    pub ssh: SshOptions,
+    pub remote: Remote,
+    pub datapath: DatapathKind,
+}
+
+/// The local `endhost` binary, read once for every host.
+pub struct Binary {
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+}
+
+impl Binary {
+    pub fn new(bytes: Vec<u8>) -> Binary {
+        let sha256 = format!("{:x}", Sha256::digest(&bytes));
+        Binary { bytes, sha256 }
+    }
+}
+
+/// What happened on one host.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostResult {
+    pub host: String,
+    pub endpoint: String,
+    pub status: HostStatus,
+    /// The binary was uploaded (check mode: would be).
+    pub binary_uploaded: bool,
+    /// The agent's own report.
+    pub report: Option<Report>,
+    pub message: Option<String>,
+    pub seconds: f64,
+}
+
+pub fn run_all(
+    plan: &Plan,
+    hosts: &[usize],
+    binary: &Binary,
+    options: &Options,
+    on_progress: &mut dyn FnMut(Progress<'_, HostResult>),
+) -> Vec<HostResult> {
+    parallel::run(
+        hosts,
+        options.forks,
+        |&rank| bootstrap_host(plan, rank, binary, options),
+        on_progress,
+    )
+}
+
+pub fn bootstrap_host(plan: &Plan, rank: usize, binary: &Binary, options: &Options) -> HostResult {
+    let started = Instant::now();
+    let mut result = HostResult {
+        host: plan.hosts[rank].name.clone(),
+        endpoint: endpoint(plan, rank),
+        status: HostStatus::Failed,
+        binary_uploaded: false,
+        report: None,
+        message: None,
+        seconds: 0.0,
+    };
+    match open(plan, rank, &options.ssh) {
+        Err(e) => {
+            result.status = HostStatus::Unreachable;
+            result.message = Some(e);
+        }
+        Ok(mut session) => {
+            if let Err(e) = configure(&mut session, plan, rank, binary, options, &mut result) {
+                result.status = HostStatus::Failed;
+                result.message = Some(e);
+            }
+        }
+    }
+    result.seconds = seconds_since(started);
+    result
+}
+
+fn configure(
+    session: &mut Session,
+    plan: &Plan,
+    rank: usize,
+    binary: &Binary,
+    options: &Options,
+    result: &mut HostResult,
+) -> Result<(), String> {
+    let host = &plan.hosts[rank].name;
+    let remote = &options.remote;
+    let installed = run(
+        session,
+        &format!(
+            "sha256sum {} 2>/dev/null || true",
+            shell_quote(&remote.binary())
+        ),
+    )?;
+    let current = installed.split_whitespace().next() == Some(binary.sha256.as_str());
+    result.binary_uploaded = !current;
+    let workdir = if options.check {
+        run(session, "mktemp -d /tmp/mltctl-check.XXXXXX")?
+            .trim()
+            .to_string()
+    } else {
+        run(session, &format!("mkdir -p {}", shell_quote(&remote.dir)))?;
+        remote.dir.clone()
+    };
+    let outcome = (|| {
+        let scratch = Remote {
+            dir: workdir.clone(),
+        };
+        let endhost = if current {
+            remote.binary()
+        } else {
+            session
+                .upload(&binary.bytes, &scratch.binary(), 0o755)
+                .map_err(|e| format!("uploading endhost: {e}"))?;
+            scratch.binary()
+        };
+        let plan_file = scratch.file(host, "network.json");
+        let network = network_plan(plan, rank, options.datapath);
+        let json = serde_json::to_vec_pretty(&network).expect("serializable");
+        session
+            .upload(&json, &plan_file, 0o644)
+            .map_err(|e| format!("uploading the plan: {e}"))?;
+        let mut command = format!(
+            "{} configure --plan {} --json",
+            shell_quote(&endhost),
+            shell_quote(&plan_file)
+        );
+        if options.check {
+            command.push_str(" --check");
+        }
+        let output = session
+            .exec(&command)
+            .map_err(|e| format!("`{command}`: {e}"))?;
+        match serde_json::from_str::<Report>(output.stdout.trim()) {
+            Ok(report) => Ok(report),
+            Err(_) => Err(format!(
+                "`{command}` exited with {}: {}",
+                output.status,
+                output.stderr.trim()
+            )),
+        }
+    })();
+    if options.check {
+        // Best effort: the scratch directory is in /tmp either way.
+        let _ = run(session, &format!("rm -rf {}", shell_quote(&workdir)));
+    }
+    let report = outcome?;
+    result.status = match report.status {
+        agent::Status::Failed => HostStatus::Failed,
+        agent::Status::Changed => HostStatus::Changed,
+        agent::Status::Ok if result.binary_uploaded => HostStatus::Changed,
+        agent::Status::Ok => HostStatus::Ok,
+    };
+    result.message = report.error.clone();
+    result.report = Some(report);
+    Ok(())
+}
+
+/// One host's result as text; with `diff`, every change the agent made (or would make).
+pub fn render(result: &HostResult, check: bool, diff: bool) -> String {
+    let mut detail = Vec::new();
+    if let Some(report) = &result.report {
+        let n = report.changes.len();
+        if n > 0 {
+            let verb = if check { "would make" } else { "made" };
+            detail.push(format!("{verb} {n} network change(s)"));
+        }
+    }
+    if result.binary_uploaded {
+        detail.push(
+            if check {
+                "would upload endhost"
+            } else {
+                "uploaded endhost"
+            }
+            .into(),
+        );
+    }
+    if let (Some(message), None) = (&result.message, &result.report) {
+        detail.push(message.clone());
+    }
+    let mut out = super::status_line(
+        &result.host,
+        &result.endpoint,
+        result.status,
+        &detail.join("; "),
+    );
+    if let Some(report) = &result.report {
+        let agent_text = agent::render(report, diff);
+        // The agent's first line repeats the status; its details follow.
+        for line in agent_text.lines().skip(1) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}

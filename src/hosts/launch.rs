@@ -1,0 +1,286 @@
+//! `mltctl launch` and `mltctl stop`: the transport on every host, started with the
+//! host's configuration, IP=MAC file and environment; and what a training launcher
+//! needs per rank.
+//!
+//! Starting is two passes: every host's transport is started (detached), then each is
+//! waited for — a transport is ready only once all its peers are up, so no host may
+//! wait before every host has started.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use endhost::config::DatapathKind;
+use endhost::daemon::Status;
+use serde::Serialize;
+
+use super::{HostStatus, Remote, endpoint, env_file, environment, open, run, seconds_since};
+use crate::parallel::{self, Progress};
+use crate::plan::Plan;
+use crate::plan::groups::{Contention, Pattern, Rack};
+use crate::plan::hosts::ip_mac;
+use crate::ssh::{SshOptions, shell_quote};
+
+pub struct Options {
+    pub forks: usize,
+    pub ssh: SshOptions,
+    pub remote: Remote,
+    pub datapath: DatapathKind,
+    /// How long a transport may take to find all its peers.
+    pub ready_timeout: Duration,
+}
+
+/// One host's part of a launch or stop.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostResult {
+    pub host: String,
+    pub endpoint: String,
+    pub status: HostStatus,
+    pub pid: Option<u32>,
+    pub message: Option<String>,
+    pub seconds: f64,
+}
+
+/// What a training launcher needs, per rank.
+#[derive(Debug, Clone, Serialize)]
+pub struct Launched {
+    pub job_id: u32,
+    pub world_size: u32,
+    pub datapath: DatapathKind,
+    pub ranks: Vec<RankInfo>,
+    /// DS-Sync's group schedule: per iteration of the period, the groups of ranks.
+    pub groups: Pattern,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RankInfo {
+    pub rank: u32,
+    pub host: String,
+    pub mgmt: String,
+    pub ip: Ipv4Addr,
+    pub path_addresses: Vec<Ipv4Addr>,
+    pub socket: String,
+    pub pid: Option<u32>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// The host's transport configuration with the datapath asked for.
+fn transport_json(plan: &Plan, rank: usize, datapath: DatapathKind) -> Vec<u8> {
+    let mut config = plan.transport_config(rank);
+    config.job.datapath.kind = datapath;
+    serde_json::to_vec_pretty(&config).expect("serializable")
+}
+
+fn result(plan: &Plan, rank: usize) -> HostResult {
+    HostResult {
+        host: plan.hosts[rank].name.clone(),
+        endpoint: endpoint(plan, rank),
+        status: HostStatus::Failed,
+        pid: None,
+        message: None,
+        seconds: 0.0,
+    }
+}
+
+/// Pass one on one host: files uploaded, a running transport stopped, a new one
+/// started in the background.
+pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
+    let started = Instant::now();
+    let mut out = result(plan, rank);
+    let remote = &options.remote;
+    let name = &plan.hosts[rank].name;
+    let outcome = open(plan, rank, &options.ssh)
+        .map_err(|e| (HostStatus::Unreachable, e))
+        .and_then(|mut session| {
+            let failed = |e: String| (HostStatus::Failed, e);
+            let endhost = shell_quote(&remote.binary());
+            run(&mut session, &format!("test -x {endhost}")).map_err(|_| {
+                failed(format!(
+                    "{} is not there: run mltctl bootstrap first",
+                    remote.binary()
+                ))
+            })?;
+            let env = environment(plan, rank, remote, options.datapath);
+            let files = [
+                ("transport.json", transport_json(plan, rank, options.datapath)),
+                ("ipmac", ip_mac(plan, rank).into_bytes()),
+                ("env", env_file(&env).into_bytes()),
+            ];
+            for (suffix, data) in files {
+                session
+                    .upload(&data, &remote.file(name, suffix), 0o644)
+                    .map_err(|e| failed(format!("uploading {suffix}: {e}")))?;
+            }
+            let file = |suffix| shell_quote(&remote.file(name, suffix));
+            run(
+                &mut session,
+                &format!("{endhost} stop --pid-file {}", file("pid")),
+            )
+            .map_err(failed)?;
+            let pid = run(
+                &mut session,
+                &format!(
+                    "{endhost} serve --config {} --socket {} --pid-file {} --log {} --connect-timeout {} --detach",
+                    file("transport.json"),
+                    file("sock"),
+                    file("pid"),
+                    file("log"),
+                    options.ready_timeout.as_secs().max(1)
+                ),
+            )
+            .map_err(failed)?;
+            Ok(pid.trim().parse().ok())
+        });
+    match outcome {
+        Ok(pid) => {
+            out.status = HostStatus::Changed;
+            out.pid = pid;
+        }
+        Err((status, message)) => {
+            out.status = status;
+            out.message = Some(message);
+        }
+    }
+    out.seconds = seconds_since(started);
+    out
+}
+
+/// Pass two on one host: wait until its transport answers; on failure, the end of its
+/// log says why.
+pub fn wait_host(plan: &Plan, rank: usize, options: &Options) -> (HostResult, Option<Status>) {
+    let started = Instant::now();
+    let mut out = result(plan, rank);
+    let remote = &options.remote;
+    let name = &plan.hosts[rank].name;
+    let file = |suffix| shell_quote(&remote.file(name, suffix));
+    let outcome = open(plan, rank, &options.ssh).and_then(|mut session| {
+        let command = format!(
+            "{} status --socket {} --pid-file {} --wait {} --json",
+            shell_quote(&remote.binary()),
+            file("sock"),
+            file("pid"),
+            options.ready_timeout.as_secs().max(1)
+        );
+        match run(&mut session, &command) {
+            Ok(stdout) => serde_json::from_str::<Status>(stdout.trim())
+                .map_err(|e| format!("unexpected status reply ({e}): {stdout}")),
+            Err(e) => {
+                let log =
+                    run(&mut session, &format!("tail -n 5 {}", file("log"))).unwrap_or_default();
+                Err(format!("{e}; its log ends:\n{}", log.trim_end()))
+            }
+        }
+    });
+    let status = match outcome {
+        Ok(status) => {
+            out.status = HostStatus::Changed;
+            out.pid = Some(status.pid);
+            Some(status)
+        }
+        Err(message) => {
+            out.message = Some(message);
+            None
+        }
+    };
+    out.seconds = seconds_since(started);
+    (out, status)
+}
+
+/// Starts the transport on `hosts`, waits for each, and returns every host's result
+/// and, if all are ready, what the launcher needs.
+pub fn launch(
+    plan: &Plan,
+    hosts: &[usize],
+    options: &Options,
+    on_progress: &mut dyn FnMut(Progress<'_, HostResult>),
+) -> (Vec<HostResult>, Option<Launched>) {
+    let started = parallel::run(
+        hosts,
+        options.forks,
+        |&rank| start_host(plan, rank, options),
+        on_progress,
+    );
+    let ok: Vec<usize> = hosts
+        .iter()
+        .zip(&started)
+        .filter(|(_, r)| r.status == HostStatus::Changed)
+        .map(|(&rank, _)| rank)
+        .collect();
+    let waited = parallel::run(
+        &ok,
+        options.forks.max(ok.len()),
+        |&rank| wait_host(plan, rank, options),
+        &mut |_| {},
+    );
+    let mut results = started;
+    let mut pids = BTreeMap::new();
+    for (rank, (result, status)) in ok.iter().zip(waited) {
+        if let Some(status) = status {
+            pids.insert(*rank, status.pid);
+        }
+        let slot = hosts
+            .iter()
+            .position(|h| h == rank)
+            .expect("a launched host");
+        results[slot] = result;
+    }
+    let all_ready = results.iter().all(|r| r.status == HostStatus::Changed);
+    let launched = all_ready.then(|| launched(plan, options, &pids));
+    (results, launched)
+}
+
+fn launched(plan: &Plan, options: &Options, pids: &BTreeMap<usize, u32>) -> Launched {
+    Launched {
+        job_id: plan.job.job_id,
+        world_size: plan.job.world_size,
+        datapath: options.datapath,
+        ranks: plan
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(rank, host)| RankInfo {
+                rank: host.rank,
+                host: host.name.clone(),
+                mgmt: endpoint(plan, rank),
+                ip: host.nic.ip,
+                path_addresses: host.path_addresses.iter().map(|p| p.address).collect(),
+                socket: options.remote.file(&host.name, "sock"),
+                pid: pids.get(&rank).copied(),
+                env: environment(plan, rank, &options.remote, options.datapath),
+            })
+            .collect(),
+        groups: Pattern::divide_and_shuffle(&Rack::of_plan(plan), &Contention::default()),
+    }
+}
+
+/// Stops the transport on one host; stopping one that is not running is `ok`.
+pub fn stop_host(plan: &Plan, rank: usize, ssh: &SshOptions, remote: &Remote) -> HostResult {
+    let started = Instant::now();
+    let mut out = result(plan, rank);
+    let name = &plan.hosts[rank].name;
+    let outcome = open(plan, rank, ssh)
+        .map_err(|e| (HostStatus::Unreachable, e))
+        .and_then(|mut session| {
+            let command = format!(
+                "{} stop --pid-file {}",
+                shell_quote(&remote.binary()),
+                shell_quote(&remote.file(name, "pid"))
+            );
+            run(&mut session, &command).map_err(|e| (HostStatus::Failed, e))
+        });
+    match outcome {
+        Ok(stdout) => match stdout.trim().strip_prefix("stopped ") {
+            Some(pid) => {
+                out.status = HostStatus::Changed;
+                out.pid = pid.parse().ok();
+            }
+            None => out.status = HostStatus::Ok,
+        },
+        Err((status, message)) => {
+            out.status = status;
+            out.message = Some(message);
+        }
+    }
+    out.seconds = seconds_since(started);
+    out
+}

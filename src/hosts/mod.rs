@@ -1,0 +1,192 @@
+//! Hosts: bootstrap (the host agent applies its network plan), launch (the transport
+//! starts on every host), stop — each over one SSH session per host, `forks` at a time.
+//!
+//! Every file mltctl keeps on a host lives in one directory ([`Remote`]), named after
+//! the host, so several hosts may even share a filesystem.
+
+pub mod bootstrap;
+pub mod launch;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use endhost::config::{Collective, DatapathKind};
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Plan;
+use crate::ssh::{Session, SshOptions, shell_quote};
+
+/// Where mltctl's files live on every host.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub dir: String,
+}
+
+impl Remote {
+    /// The `endhost` binary bootstrap uploads.
+    pub fn binary(&self) -> String {
+        format!("{}/endhost", self.dir)
+    }
+
+    /// `DIR/HOST.SUFFIX`: network.json, transport.json, ipmac, env, pid, log, sock.
+    pub fn file(&self, host: &str, suffix: &str) -> String {
+        format!("{}/{host}.{suffix}", self.dir)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostStatus {
+    Ok,
+    Changed,
+    Failed,
+    Unreachable,
+}
+
+impl std::fmt::Display for HostStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HostStatus::Ok => "ok",
+            HostStatus::Changed => "changed",
+            HostStatus::Failed => "failed",
+            HostStatus::Unreachable => "unreachable",
+        })
+    }
+}
+
+/// Counts of a finished run over hosts.
+#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+pub struct HostSummary {
+    pub ok: usize,
+    pub changed: usize,
+    pub failed: usize,
+    pub unreachable: usize,
+}
+
+impl HostSummary {
+    pub fn of<'a>(statuses: impl IntoIterator<Item = &'a HostStatus>) -> HostSummary {
+        let mut s = HostSummary::default();
+        for status in statuses {
+            *match status {
+                HostStatus::Ok => &mut s.ok,
+                HostStatus::Changed => &mut s.changed,
+                HostStatus::Failed => &mut s.failed,
+                HostStatus::Unreachable => &mut s.unreachable,
+            } += 1;
+        }
+        s
+    }
+}
+
+/// The environment a training process on host `rank` runs with: OptiReduce's
+/// variables (for its gloo integration) and ours (for the launched transport).
+pub fn environment(
+    plan: &Plan,
+    rank: usize,
+    remote: &Remote,
+    datapath: DatapathKind,
+) -> BTreeMap<String, String> {
+    let host = &plan.hosts[rank];
+    let job = &plan.job;
+    let first_core = host.cores.first().copied().unwrap_or(0);
+    let mut env = BTreeMap::new();
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_string(), v);
+    };
+    set("RANK", host.rank.to_string());
+    set("WORLD_SIZE", job.world_size.to_string());
+    set("MASTER_ADDR", plan.hosts[0].nic.ip.to_string());
+    set("MASTER_PORT", "29500".into());
+    set("GLOO_SOCKET_IFNAME", host.nic.name.clone());
+    match job.collective {
+        Collective::Transpose => set("GLOO_ALGO", "Optireduce".into()),
+        Collective::Ring => set("GLOO_ALGO", "Ring".into()),
+        Collective::Ps => {}
+    }
+    set("GLOO_DPDK_CONFIG", remote.file(&host.name, "ipmac"));
+    set("GLOO_DPDK_THREADS_OFFSET", first_core.to_string());
+    set("GLOO_DPDK_TIMEOUT", job.timeouts.phase_ms.to_string());
+    set("GLOO_DPDK_FILE_PREFIX", host.name.clone());
+    set("MLT_HOST", host.name.clone());
+    set("MLT_RANK", host.rank.to_string());
+    set("MLT_WORLD_SIZE", job.world_size.to_string());
+    set("MLT_JOB_ID", job.job_id.to_string());
+    set("MLT_LOSS_BOUND", job.loss_bound.to_string());
+    set(
+        "MLT_COLLECTIVE",
+        serde_json::to_value(job.collective)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    );
+    set(
+        "MLT_DATAPATH",
+        match datapath {
+            DatapathKind::Udp => "udp",
+            DatapathKind::Dpdk => "dpdk",
+        }
+        .into(),
+    );
+    set("MLT_CONFIG", remote.file(&host.name, "transport.json"));
+    set("MLT_SOCKET", remote.file(&host.name, "sock"));
+    env
+}
+
+/// `environment` as a file a shell can source.
+pub fn env_file(env: &BTreeMap<String, String>) -> String {
+    env.iter()
+        .map(|(k, v)| format!("export {k}={}\n", shell_quote(v)))
+        .collect()
+}
+
+/// A session to a host, or why there is none.
+fn open(plan: &Plan, rank: usize, ssh: &SshOptions) -> Result<Session, String> {
+    Session::open(&plan.hosts[rank].mgmt, ssh).map_err(|e| e.to_string())
+}
+
+/// `host:port` of a host's management address.
+fn endpoint(plan: &Plan, rank: usize) -> String {
+    let mgmt = &plan.hosts[rank].mgmt;
+    format!("{}:{}", mgmt.address, mgmt.port)
+}
+
+/// Runs `command` and returns its standard output, or a message with its standard error.
+fn run(session: &mut Session, command: &str) -> Result<String, String> {
+    let output = session
+        .exec(command)
+        .map_err(|e| format!("`{command}`: {e}"))?;
+    if output.status == 0 {
+        Ok(output.stdout)
+    } else {
+        let detail = if output.stderr.trim().is_empty() {
+            output.stdout.trim().to_string()
+        } else {
+            output.stderr.trim().to_string()
+        };
+        Err(format!(
+            "`{command}` exited with {}: {detail}",
+            output.status
+        ))
+    }
+}
+
+fn seconds_since(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64()
+}
+
+/// Text for one host's line in a run's output.
+pub fn status_line(host: &str, endpoint: &str, status: HostStatus, detail: &str) -> String {
+    if detail.is_empty() {
+        format!("{host} ({endpoint}): {status}\n")
+    } else {
+        format!("{host} ({endpoint}): {status}: {detail}\n")
+    }
+}
+
+/// The summary line of a run over hosts.
+pub fn summary_line(what: &str, summary: &HostSummary, seconds: f64) -> String {
+    format!(
+        "{what}: {} ok, {} changed, {} failed, {} unreachable in {seconds:.1} s\n",
+        summary.ok, summary.changed, summary.failed, summary.unreachable
+    )
+}

@@ -1,0 +1,264 @@
+//! Playbooks: ordered steps over the inventory, each an `mltctl` command, run until the
+//! first one fails.
+//!
+//! ```yaml
+//! steps:
+//!   - validate
+//!   - diff
+//!   - apply
+//!   - step: bootstrap
+//!     args: [--forks, "32"]
+//!   - launch
+//! ```
+
+use std::path::PathBuf;
+
+use marked_yaml::Node;
+use serde::Serialize;
+
+use crate::plan::Plan;
+use crate::select::Selection;
+
+/// The steps a playbook may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepKind {
+    /// `mltctl validate`.
+    Validate,
+    /// The switches' differences: `mltctl apply --check --diff`.
+    Diff,
+    Apply,
+    Bootstrap,
+    Launch,
+    Stop,
+}
+
+impl StepKind {
+    const ALL: [(&'static str, StepKind); 6] = [
+        ("validate", StepKind::Validate),
+        ("diff", StepKind::Diff),
+        ("apply", StepKind::Apply),
+        ("bootstrap", StepKind::Bootstrap),
+        ("launch", StepKind::Launch),
+        ("stop", StepKind::Stop),
+    ];
+
+    pub fn name(self) -> &'static str {
+        StepKind::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map(|(n, _)| *n)
+            .expect("every kind is named")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub kind: StepKind,
+    /// More arguments for this step's command.
+    pub args: Vec<String>,
+}
+
+/// A problem in the playbook file, with where it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{}:{line}:{column}: {message}", file.display())]
+pub struct PlaybookError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Reads the steps of a playbook.
+pub fn parse(file: &std::path::Path, text: &str) -> Result<Vec<Step>, PlaybookError> {
+    let error = |node: Option<&Node>, message: String| {
+        let at = node.and_then(|n| n.span().start().copied());
+        PlaybookError {
+            file: file.to_path_buf(),
+            line: at.map_or(1, |m| m.line()),
+            column: at.map_or(1, |m| m.column()),
+            message,
+        }
+    };
+    let root = marked_yaml::parse_yaml(0, text).map_err(|e| error(None, e.to_string()))?;
+    let Some(top) = root.as_mapping() else {
+        return Err(error(
+            Some(&root),
+            "a playbook is a mapping with `steps`".into(),
+        ));
+    };
+    if let Some((key, _)) = top.iter().find(|(k, _)| k.as_str() != "steps") {
+        return Err(error(
+            Some(&Node::from(key.clone())),
+            format!(
+                "unknown key `{}` (a playbook has only `steps`)",
+                key.as_str()
+            ),
+        ));
+    }
+    let Some(steps) = top.get_sequence("steps") else {
+        return Err(error(
+            Some(&root),
+            "`steps` is missing or not a list".into(),
+        ));
+    };
+    let mut out = Vec::new();
+    for item in steps.iter() {
+        let (name_node, args) = match item {
+            Node::Scalar(_) => (item.clone(), Vec::new()),
+            Node::Mapping(map) => {
+                if let Some((key, _)) = map
+                    .iter()
+                    .find(|(k, _)| !["step", "args"].contains(&k.as_str()))
+                {
+                    return Err(error(
+                        Some(&Node::from(key.clone())),
+                        format!(
+                            "unknown key `{}` (a step has `step` and `args`)",
+                            key.as_str()
+                        ),
+                    ));
+                }
+                let name = map
+                    .get_node("step")
+                    .cloned()
+                    .ok_or_else(|| error(Some(item), "a step needs `step: NAME`".into()))?;
+                let args = match map.get_node("args") {
+                    None => Vec::new(),
+                    Some(Node::Sequence(seq)) => seq
+                        .iter()
+                        .map(|a| {
+                            a.as_scalar()
+                                .map(|s| s.as_str().to_string())
+                                .ok_or_else(|| error(Some(a), "`args` holds plain words".into()))
+                        })
+                        .collect::<Result<_, _>>()?,
+                    Some(other) => {
+                        return Err(error(Some(other), "`args` is a list of words".into()));
+                    }
+                };
+                (name, args)
+            }
+            Node::Sequence(_) => {
+                return Err(error(Some(item), "a step is a name or `step: NAME`".into()));
+            }
+        };
+        let name = name_node.as_scalar().map(|s| s.as_str()).unwrap_or("");
+        let Some(&(_, kind)) = StepKind::ALL.iter().find(|(n, _)| *n == name) else {
+            let known: Vec<&str> = StepKind::ALL.iter().map(|(n, _)| *n).collect();
+            return Err(error(
+                Some(&name_node),
+                format!("unknown step `{name}` (steps: {})", known.join(", ")),
+            ));
+        };
+        out.push(Step { kind, args });
+    }
+    if out.is_empty() {
+        return Err(error(Some(&root), "the playbook has no steps".into()));
+    }
+    Ok(out)
+}
+
+/// A playbook run's settings, passed to every step that takes them.
+pub struct Run {
+    pub playbook: PathBuf,
+    pub inventory: PathBuf,
+    pub check: bool,
+    pub diff: bool,
+    pub limit: Vec<String>,
+    pub known_hosts: Option<PathBuf>,
+    pub remote_dir: Option<String>,
+}
+
+/// What a step will do: run these arguments, or be skipped for this reason.
+pub enum StepPlan {
+    Command(Vec<String>),
+    Skip(&'static str),
+}
+
+/// The `mltctl` arguments of `step`, or why it is skipped. `plan` tells whether the
+/// limit selects any switch or host.
+pub fn command(step: &Step, run: &Run, plan: &Plan) -> Result<StepPlan, String> {
+    let selected = Selection::parse(&run.limit)
+        .and_then(|s| s.select(plan))
+        .map_err(|e| e.to_string())?;
+    let switches = matches!(step.kind, StepKind::Diff | StepKind::Apply);
+    let hosts = matches!(
+        step.kind,
+        StepKind::Bootstrap | StepKind::Launch | StepKind::Stop
+    );
+    if switches && selected.switches.is_empty() {
+        return Ok(StepPlan::Skip("--limit selects no switch"));
+    }
+    if hosts && selected.hosts.is_empty() {
+        return Ok(StepPlan::Skip("--limit selects no host"));
+    }
+    if run.check && matches!(step.kind, StepKind::Launch | StepKind::Stop) {
+        return Ok(StepPlan::Skip("check mode starts and stops nothing"));
+    }
+    let mut args = vec![
+        match step.kind {
+            StepKind::Diff => "apply",
+            kind => kind.name(),
+        }
+        .to_string(),
+        "--inventory".into(),
+        run.inventory.display().to_string(),
+    ];
+    if switches || hosts {
+        for limit in &run.limit {
+            args.push(format!("--limit={limit}"));
+        }
+        if let Some(known_hosts) = &run.known_hosts {
+            args.push("--known-hosts".into());
+            args.push(known_hosts.display().to_string());
+        }
+    }
+    if step.kind == StepKind::Diff
+        || (run.check && matches!(step.kind, StepKind::Apply | StepKind::Bootstrap))
+    {
+        args.push("--check".into());
+    }
+    if step.kind == StepKind::Diff
+        || (run.diff && matches!(step.kind, StepKind::Apply | StepKind::Bootstrap))
+    {
+        args.push("--diff".into());
+    }
+    if let (true, Some(dir)) = (hosts, &run.remote_dir) {
+        args.push("--remote-dir".into());
+        args.push(dir.clone());
+    }
+    args.extend(step.args.iter().cloned());
+    Ok(StepPlan::Command(args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_names_or_mappings_and_mistakes_have_locations() {
+        let file = std::path::Path::new("site.yml");
+        let steps = parse(
+            file,
+            "steps:\n  - validate\n  - step: bootstrap\n    args: [--forks, \"8\"]\n",
+        )
+        .unwrap();
+        assert_eq!(steps[0].kind, StepKind::Validate);
+        assert_eq!(steps[1].kind, StepKind::Bootstrap);
+        assert_eq!(steps[1].args, ["--forks", "8"]);
+        let e = parse(file, "steps:\n  - validate\n  - deploy\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "site.yml:3:5: unknown step `deploy` (steps: validate, diff, apply, bootstrap, launch, stop)"
+        );
+        let e = parse(file, "steps:\n  - step: apply\n    argz: []\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("site.yml:3:5: unknown key `argz`"),
+            "{e}"
+        );
+        assert!(parse(file, "stepz: []\n").is_err());
+        assert!(parse(file, "steps: []\n").is_err());
+    }
+}

@@ -142,7 +142,10 @@ impl Session {
     /// Writes `data` to `path` on the device: to a temporary file beside it over SFTP,
     /// then renamed into place, so a reader sees the old file or the new, never part.
     pub fn upload(&mut self, data: &[u8], path: &str, mode: i32) -> io::Result<()> {
-        let tmp = format!("{path}.mltctl-{}.tmp", std::process::id());
+        // Unique per upload: sessions to hosts sharing a filesystem may write the same path.
+        static UPLOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = UPLOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = format!("{path}.mltctl-{}-{n}.tmp", std::process::id());
         self.sent
             .push(format!("upload {} bytes to {path}", data.len()));
         let sftp = self.session.sftp().map_err(io::Error::from)?;

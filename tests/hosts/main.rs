@@ -1,0 +1,392 @@
+//! `mltctl bootstrap`, `launch` and `stop` against hosts that are network namespaces,
+//! each with its own sshd, behind leaf and spine namespaces that forward with the plan's
+//! static routes. Needs root; reported as ignored otherwise.
+
+mod fabric;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use fabric::{Fabric, HOSTS, text};
+use libtest_mimic::{Arguments, Trial};
+use serde_json::Value;
+
+fn main() {
+    let args = Arguments::from_args();
+    let skip = fabric::unavailable();
+    if let Some(why) = &skip {
+        eprintln!("host tests skipped: {why}");
+    }
+    let tests: Vec<(&str, fn())> = vec![
+        (
+            "bootstrap_makes_hosts_match_the_plan_spines_carry_their_paths_and_launch_serves_allreduces",
+            end_to_end,
+        ),
+        (
+            "bad_plans_missing_nics_and_unreachable_hosts_leave_hosts_as_they_were",
+            errors,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test)| {
+            Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(skip.is_some())
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// What the kernel of host i has on its data NIC: addresses, permanent neighbours and
+/// the routes through its NIC, as comparable text.
+fn host_state(fabric: &Fabric, i: usize) -> BTreeSet<String> {
+    let ns = fabric.host_ns(i);
+    let mut state = BTreeSet::new();
+    let json = |cmd: &str| -> Value { serde_json::from_str(&fabric.sh(&ns, cmd)).unwrap() };
+    let link = json("ip -j link show dev eth1");
+    state.insert(format!("mtu {}", link[0]["mtu"]));
+    let addresses = json("ip -j -4 addr show dev eth1");
+    for a in addresses[0]["addr_info"].as_array().into_iter().flatten() {
+        state.insert(format!(
+            "address {}/{}",
+            a["local"].as_str().unwrap(),
+            a["prefixlen"]
+        ));
+    }
+    for n in json("ip -j -4 neigh show dev eth1 nud permanent")
+        .as_array()
+        .unwrap()
+    {
+        state.insert(format!(
+            "neighbour {} {}",
+            n["dst"].as_str().unwrap(),
+            n["lladdr"].as_str().unwrap()
+        ));
+    }
+    for r in json("ip -j -4 route show dev eth1").as_array().unwrap() {
+        if r["protocol"] == "kernel" {
+            continue;
+        }
+        state.insert(format!(
+            "route {} via {}",
+            r["dst"].as_str().unwrap(),
+            r["gateway"].as_str().unwrap_or("-")
+        ));
+    }
+    state
+}
+
+/// What the plan says host `name` must have, in [`host_state`]'s terms.
+fn planned_state(fabric: &Fabric, inventory: &Path, name: &str) -> BTreeSet<String> {
+    let out = fabric.mltctl(&[
+        "plan",
+        "-i",
+        &inventory.display().to_string(),
+        "--host",
+        name,
+        "--network",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut state = BTreeSet::new();
+    state.insert(format!("mtu {}", plan["mtu"]));
+    for a in plan["addresses"].as_array().unwrap() {
+        state.insert(format!("address {}", a.as_str().unwrap()));
+    }
+    for n in plan["neighbours"].as_array().unwrap() {
+        state.insert(format!(
+            "neighbour {} {}",
+            n["ip"].as_str().unwrap(),
+            n["mac"].as_str().unwrap()
+        ));
+    }
+    for r in plan["routes"].as_array().unwrap() {
+        state.insert(format!(
+            "route {} via {}",
+            r["prefix"].as_str().unwrap(),
+            r["via"].as_str().unwrap()
+        ));
+    }
+    state
+}
+
+fn json_lines(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Each host's status, in host name order.
+fn statuses(out: &std::process::Output) -> Vec<(String, String)> {
+    let mut statuses: Vec<(String, String)> = json_lines(out)
+        .into_iter()
+        .filter(|l| l["event"] == "host")
+        .map(|l| {
+            (
+                l["host"].as_str().unwrap().to_string(),
+                l["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    statuses.sort();
+    statuses
+}
+
+fn end_to_end() {
+    let fabric = Fabric::new("e2e");
+    let inventory = fabric.inventory.clone();
+    let before: Vec<_> = (0..HOSTS.len()).map(|i| host_state(&fabric, i)).collect();
+
+    // Check mode reports the changes and makes none.
+    let check = fabric.host_command("bootstrap", &inventory, &["--check", "--diff"]);
+    assert!(check.status.success(), "{}", text(&check));
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        report.contains("h1 (192.168.77.11:22): changed: would make"),
+        "{report}"
+    );
+    assert!(
+        report.contains("+ route 10.200.0.0/16 via 10.1.1.1"),
+        "{report}"
+    );
+    for (i, state) in before.iter().enumerate() {
+        assert_eq!(
+            &host_state(&fabric, i),
+            state,
+            "check mode changed {}",
+            HOSTS[i].name
+        );
+    }
+
+    // Bootstrap: every host's kernel state is exactly the plan's.
+    let first = fabric.host_command("bootstrap", &inventory, &["--json"]);
+    assert!(first.status.success(), "{}", text(&first));
+    assert!(
+        statuses(&first).iter().all(|(_, s)| s == "changed"),
+        "{}",
+        text(&first)
+    );
+    for (i, host) in HOSTS.iter().enumerate() {
+        assert_eq!(
+            host_state(&fabric, i),
+            planned_state(&fabric, &inventory, host.name),
+            "{}",
+            host.name
+        );
+    }
+
+    // A second bootstrap changes nothing (the binary is already there).
+    let second = fabric.host_command("bootstrap", &inventory, &["--json"]);
+    assert!(second.status.success(), "{}", text(&second));
+    assert_eq!(
+        statuses(&second),
+        HOSTS
+            .iter()
+            .map(|h| (h.name.to_string(), "ok".to_string()))
+            .collect::<Vec<_>>()
+    );
+
+    spines_carry_their_paths(&fabric);
+    launch_serves_allreduces(&fabric, &inventory);
+
+    // h2 leaves the inventory: h1's neighbour entry for it goes, the rest stays.
+    let without_h2 = fabric.dir.join("without-h2.yaml");
+    let hosts: Vec<(usize, &str)> = [0, 2, 3].iter().map(|&i| (i, HOSTS[i].nic)).collect();
+    std::fs::write(&without_h2, fabric::inventory(&fabric.dir, &hosts)).unwrap();
+    let out = fabric.host_command("bootstrap", &without_h2, &["--limit", "h1", "--diff"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("- neighbour 10.1.1.12 lladdr 02:00:0a:01:01:0c"),
+        "{}",
+        text(&out)
+    );
+    let h1 = host_state(&fabric, 0);
+    assert!(
+        !h1.iter().any(|e| e.starts_with("neighbour 10.1.1.12")),
+        "{h1:?}"
+    );
+    assert_eq!(h1, planned_state(&fabric, &without_h2, "h1"));
+}
+
+/// Packets to a peer's spine-s path address cross spine s and no other spine.
+fn spines_carry_their_paths(fabric: &Fabric) {
+    let out = fabric.mltctl(&[
+        "plan",
+        "-i",
+        &fabric.inventory.display().to_string(),
+        "--json",
+    ]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let h3 = &plan["hosts"][2];
+    let paths: Vec<(usize, String)> = h3["path_addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["spine"].as_u64().unwrap() as usize,
+                p["address"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(paths.len(), 2, "{paths:?}");
+    for s in 0..2 {
+        let rules: String = paths
+            .iter()
+            .map(|(_, a)| format!("add rule inet mlt transit ip daddr {a} counter\n"))
+            .collect();
+        let script = format!(
+            "add table inet mlt\nadd chain inet mlt transit {{ type filter hook forward priority 0; }}\n{rules}"
+        );
+        fabric.sh(&fabric.spine_ns(s), &format!("echo '{script}' | nft -f -"));
+    }
+    for (_, address) in &paths {
+        fabric.sh(
+            &fabric.host_ns(0),
+            &format!(
+                "for i in 1 2 3 4 5 6 7 8 9 10; do printf x > /dev/udp/{address}/9999 || true; done"
+            ),
+        );
+    }
+    for s in 0..2 {
+        let listing = fabric.sh(&fabric.spine_ns(s), "nft list chain inet mlt transit");
+        for (spine, address) in &paths {
+            let line = listing
+                .lines()
+                .find(|l| l.contains(&format!("ip daddr {address} ")))
+                .unwrap_or_else(|| panic!("no rule for {address}: {listing}"));
+            let packets: u64 = line
+                .split_whitespace()
+                .skip_while(|w| *w != "packets")
+                .nth(1)
+                .unwrap()
+                .parse()
+                .unwrap();
+            let expected = if *spine == s { 10 } else { 0 };
+            assert_eq!(
+                packets,
+                expected,
+                "spine{} forwarded {packets} packets to {address} (spine{}'s path address)",
+                s + 1,
+                spine + 1
+            );
+        }
+    }
+}
+
+fn launch_serves_allreduces(fabric: &Fabric, inventory: &Path) {
+    let out = fabric.host_command("launch", inventory, &["--ready-timeout", "30"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let launched: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(launched["world_size"], 4);
+    let ranks = launched["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4);
+    assert_eq!(ranks[2]["env"]["RANK"], "2");
+    assert_eq!(ranks[2]["env"]["MASTER_ADDR"], "10.1.1.11");
+    assert_eq!(ranks[2]["env"]["GLOO_SOCKET_IFNAME"], "eth1");
+    assert!(
+        launched["groups"]["iterations"]
+            .as_array()
+            .is_some_and(|i| !i.is_empty())
+    );
+    let ipmac = std::fs::read_to_string(fabric.remote_dir.join("h1.ipmac")).unwrap();
+    assert!(ipmac.contains("10.1.1.12=02:00:0a:01:01:0c"), "{ipmac}");
+    assert!(ipmac.contains("10.1.2.11=02:00:0a:01:01:01"), "{ipmac}");
+
+    let endhost = Path::new(env!("CARGO_BIN_EXE_mltctl")).with_file_name("endhost");
+    let clients: Vec<_> = (0..HOSTS.len())
+        .map(|i| {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &fabric.host_ns(i)])
+                .arg(&endhost)
+                .args(["allreduce", "--socket"])
+                .arg(fabric.remote_dir.join(format!("{}.sock", HOSTS[i].name)))
+                .args(["--size", "1MiB", "--iterations", "2", "--json"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for client in clients {
+        let out = client.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 2, "{}", text(&out));
+        assert!(lines.iter().all(|l| l["exact"] == 1.0), "{}", text(&out));
+    }
+
+    let stop = fabric.host_command("stop", inventory, &["--json"]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    assert!(
+        statuses(&stop).iter().all(|(_, s)| s == "changed"),
+        "{}",
+        text(&stop)
+    );
+    let again = fabric.host_command("stop", inventory, &["--json"]);
+    assert!(
+        statuses(&again).iter().all(|(_, s)| s == "ok"),
+        "{}",
+        text(&again)
+    );
+}
+
+fn errors() {
+    let mut fabric = Fabric::new("err");
+    let inventory = fabric.inventory.clone();
+    let before: Vec<_> = (0..HOSTS.len()).map(|i| host_state(&fabric, i)).collect();
+
+    // A bad plan file: the agent names the place and changes nothing.
+    let bad = fabric.dir.join("bad-plan.json");
+    std::fs::write(
+        &bad,
+        "{\"host\": \"h1\", \"nic\": \"eth1\",\n \"mtu\": \"big\"}",
+    )
+    .unwrap();
+    let endhost = Path::new(env!("CARGO_BIN_EXE_mltctl")).with_file_name("endhost");
+    let out = fabric.sh_output(
+        &fabric.host_ns(0),
+        &format!("{} configure --plan {}", endhost.display(), bad.display()),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad-plan.json:2:"), "{stderr}");
+    assert_eq!(host_state(&fabric, 0), before[0]);
+
+    // The inventory names a NIC h1 does not have.
+    let wrong_nic = fabric.dir.join("wrong-nic.yaml");
+    let hosts: Vec<(usize, &str)> = (0..HOSTS.len())
+        .map(|i| (i, if i == 0 { "eth9" } else { HOSTS[i].nic }))
+        .collect();
+    std::fs::write(&wrong_nic, fabric::inventory(&fabric.dir, &hosts)).unwrap();
+    let out = fabric.host_command("bootstrap", &wrong_nic, &["--limit", "h1"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("this host has no interface eth9"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(host_state(&fabric, 0), before[0]);
+
+    // h4 is unreachable: it is reported, the others are configured.
+    fabric.stop_sshd(3);
+    let out = fabric.host_command(
+        "bootstrap",
+        &inventory,
+        &["--json", "--connect-timeout", "3"],
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
+    let got = statuses(&out);
+    assert_eq!(
+        got[3],
+        ("h4".to_string(), "unreachable".to_string()),
+        "{got:?}"
+    );
+    assert!(got[..3].iter().all(|(_, s)| s == "changed"), "{got:?}");
+    assert_eq!(host_state(&fabric, 3), before[3]);
+}

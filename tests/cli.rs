@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{mltctl, text};
+use common::{fixture, mltctl, text};
 use endhost::config::TransportConfig;
 use mltctl::plan::Plan;
 
@@ -96,7 +96,7 @@ fn plan_host_prints_that_hosts_transport_config() {
     assert_eq!(config.peers.len(), 3);
 
     let out = mltctl(&["plan", "-i", LAB, "--host", "h9"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         "mltctl: no host named `h9` in the inventory\n"
@@ -224,4 +224,92 @@ fn sim_is_deterministic_and_reports_every_scheme() {
     );
     let out = mltctl(&["sim", "--eta", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn plan_host_network_and_ipmac_are_what_the_host_agent_and_transport_read() {
+    let lab = fixture("inventory/lab.yaml");
+    let lab = lab.to_str().unwrap();
+    let out = mltctl(&["plan", "-i", lab, "--host", "h3", "--network"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["nic"], "ens1f0");
+    assert_eq!(plan["mac"], "02:00:0a:01:02:0b");
+    let addresses = plan["addresses"].as_array().unwrap();
+    assert_eq!(addresses[0], "10.1.2.11/24");
+    assert_eq!(addresses.len(), 3, "own address and one per spine");
+    assert!(
+        addresses[1..]
+            .iter()
+            .all(|a| a.as_str().unwrap().ends_with("/32"))
+    );
+    assert_eq!(plan["neighbours"][0]["ip"], "10.1.2.1");
+    let out = mltctl(&["plan", "-i", lab, "--host", "h1", "--ipmac"]);
+    let ipmac = text(&out.stdout);
+    // In the rack: the peer's own MAC; across racks: the gateway's, for every path.
+    assert!(ipmac.contains("10.1.1.12=02:00:0a:01:01:0c\n"), "{ipmac}");
+    assert!(ipmac.contains("10.1.2.11=02:00:0a:01:01:01\n"), "{ipmac}");
+    assert_eq!(ipmac.lines().count(), 1 + 2 * 3, "{ipmac}");
+}
+
+#[test]
+fn env_prints_optireduce_and_mlt_variables_for_one_host() {
+    let lab = fixture("inventory/lab.yaml");
+    let out = mltctl(&["env", "-i", lab.to_str().unwrap(), "--host", "h2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let env = text(&out.stdout);
+    for line in [
+        "export RANK=1\n",
+        "export WORLD_SIZE=4\n",
+        "export MASTER_ADDR=10.1.1.11\n",
+        "export GLOO_SOCKET_IFNAME=ens1f0\n",
+        "export GLOO_DPDK_CONFIG=/var/lib/mltctl/h2.ipmac\n",
+        "export GLOO_DPDK_THREADS_OFFSET=2\n",
+        "export MLT_SOCKET=/var/lib/mltctl/h2.sock\n",
+    ] {
+        assert!(env.contains(line), "{line:?} missing from\n{env}");
+    }
+    let out = mltctl(&["env", "-i", lab.to_str().unwrap(), "--host", "h9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no host named `h9`"));
+}
+
+#[test]
+fn a_bad_playbook_is_reported_with_its_location_and_nothing_runs() {
+    let dir = std::env::temp_dir().join(format!("mltctl-play-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let playbook = dir.join("site.yml");
+    std::fs::write(&playbook, "steps:\n  - validate\n  - deploy\n").unwrap();
+    let lab = fixture("inventory/lab.yaml");
+    let out = mltctl(&[
+        "play",
+        playbook.to_str().unwrap(),
+        "-i",
+        lab.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("site.yml:3:5: unknown step `deploy`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("== step"), "{stderr}");
+}
+
+#[test]
+fn the_site_playbook_skips_steps_a_limit_does_not_select() {
+    let lab = fixture("inventory/lab.yaml");
+    let site = fixture("playbooks/site.yml");
+    let out = mltctl(&[
+        "play",
+        site.to_str().unwrap(),
+        "-i",
+        lab.to_str().unwrap(),
+        "--check",
+        "--limit",
+        "spine9",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("`spine9` matches no switch or host"));
 }

@@ -373,6 +373,38 @@ fn errors() {
     );
     assert_eq!(host_state(&fabric, 0), before[0]);
 
+    // DPDK preparation in check mode says what it would do, and why this machine
+    // (no IOMMU, no such PCI device) cannot; nothing changes, hugepages included.
+    let hugepages = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let pages_before = std::fs::read_to_string(hugepages).ok();
+    let out = fabric.host_command(
+        "bootstrap",
+        &inventory,
+        &["--limit", "h1", "--check", "--datapath", "dpdk", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let line = &json_lines(&out)[0];
+    let steps = line["report"]["dpdk"].as_array().unwrap();
+    let step = |name: &str| steps.iter().find(|s| s["name"] == name).unwrap().clone();
+    assert!(
+        step("hugepages")["action"]
+            .as_str()
+            .unwrap()
+            .contains("2 MiB hugepages"),
+        "{steps:?}"
+    );
+    let bind = step("bind");
+    assert_eq!(bind["status"], "failed", "{bind}");
+    assert!(
+        bind["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no PCI device 0000:3b:00.0"),
+        "{bind}"
+    );
+    assert_eq!(std::fs::read_to_string(hugepages).ok(), pages_before);
+    assert_eq!(host_state(&fabric, 0), before[0]);
+
     // h4 is unreachable: it is reported, the others are configured.
     fabric.stop_sshd(3);
     let out = fabric.host_command(

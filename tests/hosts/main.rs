@@ -136,6 +136,16 @@ fn statuses(out: &std::process::Output) -> Vec<(String, String)> {
     statuses
 }
 
+/// The run time a JSON Lines report's summary gives, printed for the record.
+fn report_seconds(what: &str, out: &std::process::Output) {
+    if let Some(summary) = json_lines(out).iter().find(|l| l["event"] == "summary") {
+        eprintln!(
+            "{what}: {:.2} s",
+            summary["seconds"].as_f64().unwrap_or(0.0)
+        );
+    }
+}
+
 fn end_to_end() {
     let fabric = Fabric::new("e2e");
     let inventory = fabric.inventory.clone();
@@ -165,6 +175,7 @@ fn end_to_end() {
     // Bootstrap: every host's kernel state is exactly the plan's.
     let first = fabric.host_command("bootstrap", &inventory, &["--json"]);
     assert!(first.status.success(), "{}", text(&first));
+    report_seconds("first bootstrap (uploads endhost)", &first);
     assert!(
         statuses(&first).iter().all(|(_, s)| s == "changed"),
         "{}",
@@ -182,6 +193,7 @@ fn end_to_end() {
     // A second bootstrap changes nothing (the binary is already there).
     let second = fabric.host_command("bootstrap", &inventory, &["--json"]);
     assert!(second.status.success(), "{}", text(&second));
+    report_seconds("second bootstrap (no change)", &second);
     assert_eq!(
         statuses(&second),
         HOSTS

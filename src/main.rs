@@ -28,7 +28,8 @@ Exit codes:
      and nothing was changed
   4  (apply) at least one switch failed: it was rolled back, or reverts by itself;
      its line says which; (bootstrap, launch, stop) at least one host failed: its
-     line says why, and what bootstrap had changed on it was undone
+     line says why (bootstrap undoes its network changes on the host; a failed DPDK
+     preparation step keeps them)
   5  (apply, bootstrap, launch, stop) at least one switch or host was unreachable
      (none failed); nothing was sent to it
   6  (diff --exit-code, apply --check --exit-code) at least one switch differs from

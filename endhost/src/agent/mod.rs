@@ -30,7 +30,8 @@ pub enum Status {
     Ok,
     /// Changed and verified (check mode: would change).
     Changed,
-    /// Nothing was left changed: the run stopped before changing, or undid its changes.
+    /// The network part stopped before changing or undid its changes; a DPDK step that
+    /// fails after the network was configured leaves the network changes (listed) in place.
     Failed,
 }
 

@@ -200,28 +200,26 @@ pub fn launch(
         |&rank| start_host(plan, rank, options),
         on_progress,
     );
-    let ok: Vec<usize> = hosts
+    // (slot in `hosts`, rank) of every host whose transport started.
+    let ok: Vec<(usize, usize)> = hosts
         .iter()
         .zip(&started)
-        .filter(|(_, r)| r.status == HostStatus::Changed)
-        .map(|(&rank, _)| rank)
+        .enumerate()
+        .filter(|(_, (_, r))| r.status == HostStatus::Changed)
+        .map(|(slot, (&rank, _))| (slot, rank))
         .collect();
     let waited = parallel::run(
         &ok,
         options.forks.max(ok.len()),
-        |&rank| wait_host(plan, rank, options),
+        |&(_, rank)| wait_host(plan, rank, options),
         &mut |_| {},
     );
     let mut results = started;
     let mut pids = BTreeMap::new();
-    for (rank, (result, status)) in ok.iter().zip(waited) {
+    for ((slot, rank), (result, status)) in ok.into_iter().zip(waited) {
         if let Some(status) = status {
-            pids.insert(*rank, status.pid);
+            pids.insert(rank, status.pid);
         }
-        let slot = hosts
-            .iter()
-            .position(|h| h == rank)
-            .expect("a launched host");
         results[slot] = result;
     }
     let all_ready = results.iter().all(|r| r.status == HostStatus::Changed);

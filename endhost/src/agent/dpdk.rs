@@ -63,127 +63,85 @@ impl Sysfs {
         let groups = fs::read_dir(self.path("kernel/iommu_groups"))
             .map(|d| d.count())
             .unwrap_or(0);
-        let needs_iommu = prep.driver == "vfio-pci";
-        let (status, reason) = if groups > 0 || !needs_iommu {
-            (StepStatus::Ok, None)
-        } else {
-            (
-                StepStatus::Failed,
-                Some(
-                    "the kernel has no IOMMU groups: enable the IOMMU (intel_iommu=on or \
-                     amd_iommu=on on the kernel command line) for vfio-pci"
-                        .to_string(),
-                ),
-            )
-        };
-        Step {
-            name: "iommu".into(),
-            action: format!("{groups} IOMMU group(s)"),
-            status,
-            reason,
+        let action = format!("{groups} IOMMU group(s)");
+        if groups > 0 || prep.driver != "vfio-pci" {
+            return Step::new("iommu", action, StepStatus::Ok);
         }
+        Step::failed(
+            "iommu",
+            action,
+            "the kernel has no IOMMU groups: enable the IOMMU (intel_iommu=on or \
+             amd_iommu=on on the kernel command line) for vfio-pci",
+        )
     }
 
     fn hugepages(&self, want: u32, check: bool) -> Step {
+        const NAME: &str = "hugepages";
         let file = self.path("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
-        let step = |action: String, status, reason: Option<String>| Step {
-            name: "hugepages".into(),
-            action,
-            status,
-            reason,
-        };
         let have = match read_number(&file) {
             Ok(n) => n,
             Err(e) => {
-                return step(
+                return Step::failed(
+                    NAME,
                     format!("reserve {want} 2 MiB hugepages"),
-                    StepStatus::Failed,
-                    Some(format!(
+                    format!(
                         "{}: {e} (the kernel has no 2 MiB hugepages)",
                         file.display()
-                    )),
+                    ),
                 );
             }
         };
         if have >= u64::from(want) {
-            return step(
-                format!("{have} 2 MiB hugepages reserved (want {want})"),
-                StepStatus::Ok,
-                None,
-            );
+            let action = format!("{have} 2 MiB hugepages reserved (want {want})");
+            return Step::new(NAME, action, StepStatus::Ok);
         }
         let action = format!("reserve {want} 2 MiB hugepages (now {have})");
         if check {
-            return step(action, StepStatus::WouldChange, None);
+            return Step::new(NAME, action, StepStatus::WouldChange);
         }
         if let Err(e) = fs::write(&file, want.to_string()) {
-            return step(
-                action,
-                StepStatus::Failed,
-                Some(format!("{}: {e}", file.display())),
-            );
+            return Step::failed(NAME, action, format!("{}: {e}", file.display()));
         }
         match read_number(&file) {
-            Ok(got) if got >= u64::from(want) => step(action, StepStatus::Changed, None),
-            Ok(got) => step(
+            Ok(got) if got >= u64::from(want) => Step::new(NAME, action, StepStatus::Changed),
+            Ok(got) => Step::failed(
+                NAME,
                 action,
-                StepStatus::Failed,
-                Some(format!(
-                    "the kernel reserved only {got}: not enough free contiguous memory"
-                )),
+                format!("the kernel reserved only {got}: not enough free contiguous memory"),
             ),
-            Err(e) => step(action, StepStatus::Failed, Some(e.to_string())),
+            Err(e) => Step::failed(NAME, action, e.to_string()),
         }
     }
 
     fn bind(&self, prep: &DpdkPrep, check: bool) -> Step {
+        const NAME: &str = "bind";
         let pci = prep.pci.to_string();
         let driver = &prep.driver;
-        let action = format!("bind {pci} to {driver}");
-        let fail = |reason: String| Step {
-            name: "bind".into(),
-            action: action.clone(),
-            status: StepStatus::Failed,
-            reason: Some(reason),
-        };
         let device = self.path(&format!("bus/pci/devices/{pci}"));
         if !device.exists() {
-            return fail(format!(
-                "this host has no PCI device {pci} (not in {})",
-                device.parent().unwrap_or(&device).display()
-            ));
+            return Step::failed(
+                NAME,
+                format!("bind {pci} to {driver}"),
+                format!(
+                    "this host has no PCI device {pci} (not in {})",
+                    device.parent().unwrap_or(&device).display()
+                ),
+            );
         }
         let current = current_driver(&device);
-        if current.as_deref() == Some(driver.as_str()) {
-            return Step {
-                name: "bind".into(),
-                action: format!("{pci} is bound to {driver}"),
-                status: StepStatus::Ok,
-                reason: None,
-            };
-        }
-        let action = match &current {
-            Some(old) => format!("{action} (now {old})"),
-            None => action,
-        };
-        let fail = |reason: String| Step {
-            name: "bind".into(),
-            action: action.clone(),
-            status: StepStatus::Failed,
-            reason: Some(reason),
+        let action = match current.as_deref() {
+            Some(now) if now == driver => {
+                return Step::new(NAME, format!("{pci} is bound to {driver}"), StepStatus::Ok);
+            }
+            Some(now) => format!("bind {pci} to {driver} (now {now})"),
+            None => format!("bind {pci} to {driver}"),
         };
         if !self.path(&format!("bus/pci/drivers/{driver}")).exists() {
-            return fail(format!(
-                "the {driver} driver is not loaded (modprobe {driver})"
-            ));
+            let reason = format!("the {driver} driver is not loaded (modprobe {driver})");
+            return Step::failed(NAME, action, reason);
         }
         if check {
-            return Step {
-                name: "bind".into(),
-                action,
-                status: StepStatus::WouldChange,
-                reason: None,
-            };
+            return Step::new(NAME, action, StepStatus::WouldChange);
         }
         let result = (|| -> io::Result<()> {
             fs::write(device.join("driver_override"), driver)?;
@@ -193,17 +151,30 @@ impl Sysfs {
             fs::write(self.path("bus/pci/drivers_probe"), &pci)
         })();
         match (result, current_driver(&device)) {
-            (Ok(()), Some(now)) if now == *driver => Step {
-                name: "bind".into(),
-                action,
-                status: StepStatus::Changed,
-                reason: None,
-            },
-            (Ok(()), now) => fail(format!(
-                "after binding, {pci} is on {}",
-                now.unwrap_or_else(|| "no driver".into())
-            )),
-            (Err(e), _) => fail(e.to_string()),
+            (Ok(()), Some(now)) if now == *driver => Step::new(NAME, action, StepStatus::Changed),
+            (Ok(()), now) => {
+                let now = now.unwrap_or_else(|| "no driver".into());
+                Step::failed(NAME, action, format!("after binding, {pci} is on {now}"))
+            }
+            (Err(e), _) => Step::failed(NAME, action, e.to_string()),
+        }
+    }
+}
+
+impl Step {
+    fn new(name: &str, action: String, status: StepStatus) -> Step {
+        Step {
+            name: name.into(),
+            action,
+            status,
+            reason: None,
+        }
+    }
+
+    fn failed(name: &str, action: String, reason: impl Into<String>) -> Step {
+        Step {
+            reason: Some(reason.into()),
+            ..Step::new(name, action, StepStatus::Failed)
         }
     }
 }

@@ -34,6 +34,16 @@ impl Ranks {
             .display()
             .to_string()
     }
+
+    /// Every rank's log, for a failure message: why a transport stopped or stalled.
+    fn logs(&self) -> String {
+        (0..self.world)
+            .map(|r| {
+                let log = std::fs::read_to_string(self.file(r, "log")).unwrap_or_default();
+                format!("--- rank {r} log:\n{log}")
+            })
+            .collect()
+    }
 }
 
 impl Drop for Ranks {
@@ -85,7 +95,7 @@ fn launched_transports_serve_allreduces_and_stop() {
             "30",
             "--json",
         ]);
-        assert!(out.status.success(), "{}", text(&out));
+        assert!(out.status.success(), "{}\n{}", text(&out), ranks.logs());
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(status["rank"], r);
         assert_eq!(status["world_size"], world);
@@ -103,7 +113,7 @@ fn launched_transports_serve_allreduces_and_stop() {
         .collect();
     for client in clients {
         let out = client.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", text(&out));
+        assert!(out.status.success(), "{}\n{}", text(&out), ranks.logs());
         let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

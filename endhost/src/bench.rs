@@ -159,6 +159,7 @@ pub fn host_config(spec: &BenchSpec, rank: usize) -> TransportConfig {
                 paths: vec![ip(p)],
             })
             .collect(),
+        dpdk: Default::default(),
     }
 }
 

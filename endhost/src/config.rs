@@ -17,6 +17,37 @@ pub struct TransportConfig {
     pub local: LocalConfig,
     /// Every other rank, in rank order, as this host reaches it.
     pub peers: Vec<PeerConfig>,
+    /// How this host starts DPDK, when the job's datapath is DPDK.
+    #[serde(default)]
+    pub dpdk: DpdkOptions,
+}
+
+/// This host's DPDK settings: the EAL's arguments and where next-hop MACs come from.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DpdkOptions {
+    /// A virtual device to use instead of the NIC at `local.pci`, as EAL's `--vdev`
+    /// takes it: `net_af_packet0,iface=eth0,qpairs=4`, `net_af_xdp0,iface=eth0`, …
+    pub vdev: Option<String>,
+    /// EAL `--file-prefix` (one per DPDK process on a machine); default the host name.
+    pub file_prefix: Option<String>,
+    /// First CPU of the EAL's lcores (OptiReduce's GLOO_DPDK_THREADS_OFFSET): the main
+    /// lcore there, then one lcore per RX queue. Default: the first of `local.cores`,
+    /// else 0.
+    pub threads_offset: Option<u32>,
+    /// Run in ordinary memory instead of hugepages (EAL `--no-huge`).
+    pub no_huge: bool,
+    /// EAL memory in MiB (`-m`). Default: what the mempool needs with `no_huge`, and
+    /// EAL's own growth with hugepages.
+    pub memory_mb: Option<u32>,
+    /// The `IP=MAC` file with the next-hop MAC of every address this host sends to;
+    /// without it, each peer's `next_hop_mac`.
+    pub ip_mac: Option<std::path::PathBuf>,
+    /// Microseconds an idle RX thread sleeps between polls; 0 (default) busy-polls, as
+    /// on dedicated cores.
+    pub rx_idle_sleep_us: u32,
+    /// Further EAL arguments, passed as they are.
+    pub eal_args: Vec<String>,
 }
 
 /// Settings shared by every host of a job.

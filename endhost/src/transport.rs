@@ -11,7 +11,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::collective::{Algorithm, Allreduce, Done, Engine, OpError};
-use crate::config::TransportConfig;
+use crate::config::{DatapathKind, TransportConfig};
+use crate::datapath::Datapath;
 use crate::datapath::udp::UdpDatapath;
 use crate::driver::{Driver, Inbound, Reply, Wake};
 use crate::mesh::{self, MeshConfig, MeshError};
@@ -23,6 +24,8 @@ pub enum TransportError {
     Config(String),
     #[error("data socket: {0}")]
     Socket(#[source] std::io::Error),
+    #[error("DPDK datapath: {0}")]
+    Datapath(#[source] std::io::Error),
     #[error(transparent)]
     Mesh(#[from] MeshError),
     #[error(transparent)]
@@ -108,6 +111,45 @@ async fn start_control(
     Ok((outgoing, flushed_rx))
 }
 
+/// The datapath a configuration chose.
+enum Chosen {
+    Udp(UdpDatapath),
+    #[cfg(feature = "dpdk")]
+    Dpdk(crate::datapath::dpdk::DpdkDatapath),
+}
+
+/// What the datapath thread is built from, besides its datapath.
+struct DriverParts {
+    endpoint_config: EndpointConfig,
+    timeouts: crate::config::Timeouts,
+    paths: Vec<Vec<SocketAddrV4>>,
+    control: Vec<Option<UnboundedSender<Control>>>,
+    inbound: Receiver<Inbound>,
+    wake: Arc<Wake>,
+}
+
+impl DriverParts {
+    fn spawn<D: Datapath + Send + 'static>(
+        self,
+        name: String,
+        datapath: D,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new().name(name).spawn(move || {
+            let endpoint = Endpoint::new(self.endpoint_config, 0);
+            Driver {
+                engine: Engine::new(endpoint, self.timeouts),
+                datapath,
+                paths: self.paths,
+                control: self.control,
+                inbound: self.inbound,
+                wake: self.wake,
+                epoch: Instant::now(),
+            }
+            .run()
+        })
+    }
+}
+
 impl Transport {
     /// Binds the data socket, connects the control channel to every peer (waiting for
     /// them up to `options.connect_timeout`), and starts the datapath thread. Any
@@ -123,11 +165,6 @@ impl Transport {
                 "rank {rank} with {} peers does not make a job of {world}",
                 config.peers.len()
             )));
-        }
-        if config.job.datapath.kind == crate::config::DatapathKind::Dpdk {
-            return Err(TransportError::Config(
-                "the DPDK datapath is not part of this endhost build; use the udp datapath".into(),
-            ));
         }
         let rank16 =
             u16::try_from(rank).map_err(|_| TransportError::Config("rank above 65535".into()))?;
@@ -160,7 +197,22 @@ impl Transport {
             Ipv4Addr::UNSPECIFIED
         };
         let bind = SocketAddrV4::new(options.bind.unwrap_or(default_bind), ports.data);
-        let datapath = UdpDatapath::bind(bind).map_err(TransportError::Socket)?;
+        let datapath = match config.job.datapath.kind {
+            DatapathKind::Udp => {
+                Chosen::Udp(UdpDatapath::bind(bind).map_err(TransportError::Socket)?)
+            }
+            #[cfg(feature = "dpdk")]
+            DatapathKind::Dpdk => Chosen::Dpdk(
+                crate::datapath::dpdk::DpdkDatapath::start(&config)
+                    .map_err(TransportError::Datapath)?,
+            ),
+            #[cfg(not(feature = "dpdk"))]
+            DatapathKind::Dpdk => {
+                return Err(TransportError::Config(
+                    "this endhost was built without the DPDK datapath (cargo build --features dpdk); use the udp datapath".into(),
+                ));
+            }
+        };
         let (inbound_tx, inbound_rx) = std::sync::mpsc::channel();
         let wake = Wake::new().map_err(TransportError::Socket)?;
         let mesh_config = MeshConfig {
@@ -185,22 +237,21 @@ impl Transport {
         };
         let timeouts = config.job.timeouts;
         let thread_wake = wake.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("endhost-rank{rank}"))
-            .spawn(move || {
-                let endpoint = Endpoint::new(endpoint_config, 0);
-                Driver {
-                    engine: Engine::new(endpoint, timeouts),
-                    datapath,
-                    paths,
-                    control,
-                    inbound: inbound_rx,
-                    wake: thread_wake,
-                    epoch: Instant::now(),
-                }
-                .run()
-            })
-            .map_err(TransportError::Socket)?;
+        let parts = DriverParts {
+            endpoint_config,
+            timeouts,
+            paths,
+            control,
+            inbound: inbound_rx,
+            wake: thread_wake,
+        };
+        let name = format!("endhost-rank{rank}");
+        let thread = match datapath {
+            Chosen::Udp(d) => parts.spawn(name, d),
+            #[cfg(feature = "dpdk")]
+            Chosen::Dpdk(d) => parts.spawn(name, d),
+        }
+        .map_err(TransportError::Socket)?;
         Ok(Transport {
             config,
             inbound: inbound_tx,

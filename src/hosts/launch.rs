@@ -65,9 +65,14 @@ pub struct RankInfo {
 }
 
 /// The host's transport configuration with the datapath asked for.
-fn transport_json(plan: &Plan, rank: usize, datapath: DatapathKind) -> Vec<u8> {
+/// The transport's configuration; a DPDK transport reads its next hops from the IP=MAC
+/// file uploaded beside it (the file GLOO_DPDK_CONFIG names).
+fn transport_json(plan: &Plan, rank: usize, remote: &Remote, datapath: DatapathKind) -> Vec<u8> {
     let mut config = plan.transport_config(rank);
     config.job.datapath.kind = datapath;
+    if datapath == DatapathKind::Dpdk {
+        config.dpdk.ip_mac = Some(remote.file(&plan.hosts[rank].name, "ipmac").into());
+    }
     serde_json::to_vec_pretty(&config).expect("serializable")
 }
 
@@ -102,7 +107,7 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
             })?;
             let env = environment(plan, rank, remote, options.datapath);
             let files = [
-                ("transport.json", transport_json(plan, rank, options.datapath)),
+                ("transport.json", transport_json(plan, rank, remote, options.datapath)),
                 ("ipmac", ip_mac(plan, rank).into_bytes()),
                 ("env", env_file(&env).into_bytes()),
             ];

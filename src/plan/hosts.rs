@@ -178,6 +178,7 @@ pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
             cores: me.cores.clone(),
         },
         peers,
+        dpdk: Default::default(),
     }
 }
 

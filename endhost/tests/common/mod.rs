@@ -71,6 +71,7 @@ pub fn configs(world: u32, base_port: u16) -> Vec<TransportConfig> {
                     paths: vec![ip(p)],
                 })
                 .collect(),
+            dpdk: Default::default(),
         })
         .collect()
 }

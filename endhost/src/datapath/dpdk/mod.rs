@@ -1,0 +1,699 @@
+//! The DPDK datapath: a poll-mode driver port instead of kernel sockets (OptiReduce's
+//! UBT layer, on DPDK 22.11 through our `dpdk-sys`).
+//!
+//! One port, `rx_queues` RX queues and one TX queue, rings of `rx_ring`/`tx_ring`
+//! descriptors, one mempool sized from them. Each RX queue has an EAL lcore of its own
+//! that polls it, checks every frame down to its UDP payload ([`super::frame`]: ours,
+//! to one of this host's addresses and the data port, valid checksums), trims the
+//! mbuf to the payload and hands it over a single-producer ring to the datapath
+//! thread, which reads the payload in place and frees the mbuf. Senders put the
+//! packet's lane ((tensor, step) parity) in the UDP source port, so a NIC's RSS keeps
+//! concurrent buckets on different queues and rings, in order within each.
+//!
+//! Frames are built here: the next hop's MAC from the IP=MAC map, the destination a
+//! peer's path address, the TOS byte (DSCP, ECN) the protocol chose, IPv4 and UDP
+//! checksums in software. The UDP payload is the kernel datapath's, byte for byte.
+//!
+//! One DPDK datapath per process: the EAL starts once and the port is not released
+//! until the process ends.
+
+mod eal;
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CStr, CString, c_int, c_void};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use std::time::{Duration, Instant};
+
+use dpdk_sys as sys;
+
+use super::Datapath;
+use super::frame::{self, Addresses, HEADERS_LEN, Rejected};
+use crate::addr::MacAddr;
+use crate::config::TransportConfig;
+use crate::wire::Packet;
+
+/// Frames per RX or TX burst call.
+const BURST: usize = 32;
+/// Payloads handed to the protocol per ring per `receive` call, so sending is not
+/// starved by a long run of arrivals.
+const RX_BUDGET: usize = 1024;
+/// How long `flush` keeps offering frames to a full TX ring before it drops them.
+const TX_PATIENCE: Duration = Duration::from_millis(200);
+/// Per-lcore mempool cache.
+const POOL_CACHE: u32 = 256;
+/// Empty polls before an RX lcore starts sleeping (with `rx_idle_sleep_us`).
+const SPINS_BEFORE_SLEEP: u32 = 64;
+
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// What the RX lcores counted; shared with the datapath thread.
+#[derive(Default)]
+struct RxCounters {
+    frames: AtomicU64,
+    delivered: AtomicU64,
+    not_ours: AtomicU64,
+    ring_full: AtomicU64,
+    rejected: [AtomicU64; Rejected::ALL.len()],
+}
+
+/// A snapshot of the datapath's counters.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DpdkStats {
+    /// Frames the RX lcores took from the port.
+    pub rx_frames: u64,
+    /// Datagrams handed to the protocol.
+    pub rx_delivered: u64,
+    /// Frames for another MAC, address or port (ARP, the kernel's own traffic…).
+    pub rx_not_ours: u64,
+    /// Datagrams dropped because the datapath thread fell behind.
+    pub rx_ring_full: u64,
+    /// Frames refused by their headers, by reason.
+    pub rx_rejected: Vec<(String, u64)>,
+    pub tx_frames: u64,
+    pub tx_dropped: u64,
+    /// The port's own counters: missed (no RX descriptor free), no mbuf, errors.
+    pub port_imissed: u64,
+    pub port_rx_nombuf: u64,
+    pub port_ierrors: u64,
+    pub port_oerrors: u64,
+}
+
+/// What one RX lcore works with; lives until its lcore has returned.
+struct RxQueue {
+    port: u16,
+    queue: u16,
+    ring: *mut sys::rte_ring,
+    mac: MacAddr,
+    addresses: HashSet<Ipv4Addr>,
+    data_port: u16,
+    idle_sleep: Duration,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Written by an RX lcore when it hands over datagrams while the thread sleeps.
+    event: OwnedFd,
+    sleeping: AtomicBool,
+    stop: AtomicBool,
+    rx: RxCounters,
+}
+
+impl Shared {
+    fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            let one: u64 = 1;
+            // SAFETY: writing 8 bytes to our eventfd.
+            unsafe { libc::write(self.event.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
+    }
+}
+
+/// An RX lcore: polls its queue until told to stop.
+unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the RxQueue the datapath keeps alive until this returns.
+    let rx = unsafe { &*(arg as *const RxQueue) };
+    let counters = &rx.shared.rx;
+    let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
+    let mut keep = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
+    let mut drop = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
+    let mut idle = 0u32;
+    while !rx.shared.stop.load(Ordering::Relaxed) {
+        // SAFETY: the port is started and this lcore alone polls this queue.
+        let n = unsafe { sys::shim_rx_burst(rx.port, rx.queue, burst.as_mut_ptr(), BURST as u16) }
+            as usize;
+        if n == 0 {
+            idle += 1;
+            if !rx.idle_sleep.is_zero() && idle > SPINS_BEFORE_SLEEP {
+                std::thread::sleep(rx.idle_sleep);
+            }
+            continue;
+        }
+        idle = 0;
+        counters.frames.fetch_add(n as u64, Ordering::Relaxed);
+        let (mut kept, mut dropped) = (0, 0);
+        for &m in &burst[..n] {
+            // SAFETY: a received mbuf, ours until handed on or freed.
+            if unsafe { rx.accept(m) } {
+                keep[kept] = m;
+                kept += 1;
+            } else {
+                drop[dropped] = m;
+                dropped += 1;
+            }
+        }
+        if kept > 0 {
+            // SAFETY: this lcore is the ring's only producer.
+            let queued =
+                unsafe { sys::shim_ring_enqueue_burst(rx.ring, keep.as_mut_ptr(), kept as u32) }
+                    as usize;
+            counters
+                .delivered
+                .fetch_add(queued as u64, Ordering::Relaxed);
+            if queued < kept {
+                counters
+                    .ring_full
+                    .fetch_add((kept - queued) as u64, Ordering::Relaxed);
+                for &m in &keep[queued..kept] {
+                    drop[dropped] = m;
+                    dropped += 1;
+                }
+            }
+            if queued > 0 {
+                rx.shared.notify();
+            }
+        }
+        if dropped > 0 {
+            // SAFETY: mbufs this lcore owns and no longer uses.
+            unsafe { sys::rte_pktmbuf_free_bulk(drop.as_mut_ptr(), dropped as u32) };
+        }
+    }
+    0
+}
+
+impl RxQueue {
+    /// Whether `m` carries a datagram for us; if so, trims it to the UDP payload.
+    ///
+    /// # Safety
+    /// `m` is a valid mbuf this lcore owns.
+    unsafe fn accept(&self, m: *mut sys::rte_mbuf) -> bool {
+        let counters = &self.shared.rx;
+        // SAFETY: per the contract; data and len describe the first segment.
+        let bytes = unsafe {
+            if sys::shim_mbuf_segments(m) != 1 {
+                counters.rejected[Rejected::Truncated as usize].fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            let mut len = 0u16;
+            let data = sys::shim_mbuf_data(m, &mut len);
+            std::slice::from_raw_parts(data, usize::from(len))
+        };
+        let datagram = match frame::parse(bytes) {
+            Ok(d) => d,
+            Err(why) => {
+                // Foreign protocols are not faults: ARP and the kernel's TCP share the port.
+                if matches!(why, Rejected::NotIpv4 | Rejected::NotUdp) {
+                    counters.not_ours.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    counters.rejected[why as usize].fetch_add(1, Ordering::Relaxed);
+                }
+                return false;
+            }
+        };
+        if datagram.dst_mac != self.mac
+            || datagram.dst.port() != self.data_port
+            || !self.addresses.contains(datagram.dst.ip())
+        {
+            counters.not_ours.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let len = datagram.payload.len() as u16;
+        // SAFETY: the payload lies within the first segment, as parse checked.
+        unsafe {
+            sys::shim_mbuf_adj(m, datagram.payload.start as u16);
+            sys::shim_mbuf_keep(m, len);
+        }
+        true
+    }
+}
+
+struct Lcore {
+    id: u32,
+    queue: Box<RxQueue>,
+}
+
+pub struct DpdkDatapath {
+    port: u16,
+    pool: *mut sys::rte_mempool,
+    mac: MacAddr,
+    source: Ipv4Addr,
+    data_port: u16,
+    lanes: u16,
+    next_hops: HashMap<Ipv4Addr, MacAddr>,
+    pending: Vec<*mut sys::rte_mbuf>,
+    lcores: Vec<Lcore>,
+    shared: Arc<Shared>,
+    tx_frames: u64,
+    tx_dropped: u64,
+    /// Keeps the kernel from answering our datagrams with ICMP port unreachable where
+    /// it sees them too (af_packet, tap).
+    _kernel_port: Option<UdpSocket>,
+}
+
+// SAFETY: the raw pointers are DPDK objects (mempool, rings, mbufs) that any thread may
+// use; the datapath moves to its thread once and is used there alone.
+unsafe impl Send for DpdkDatapath {}
+
+fn error(text: String) -> io::Error {
+    io::Error::other(text)
+}
+
+impl DpdkDatapath {
+    /// Starts the EAL (once per process), sets up the port, and starts one RX lcore
+    /// per queue.
+    pub fn start(config: &TransportConfig) -> io::Result<DpdkDatapath> {
+        let next_hops =
+            super::ipmac::next_hops(config, config.dpdk.ip_mac.as_deref()).map_err(error)?;
+        let datapath = &config.job.datapath;
+        let ring = |n: u16| u32::from(n).next_power_of_two();
+        let wanted_queues = datapath.rx_queues.max(1);
+        // Mbufs: every RX descriptor and handover slot, the TX ring, bursts in flight,
+        // and what the lcore caches may hold.
+        let mbufs = u32::from(wanted_queues)
+            * (u32::from(datapath.rx_ring) + ring(datapath.rx_ring))
+            + u32::from(datapath.tx_ring)
+            + 4 * BURST as u32
+            + POOL_CACHE * (u32::from(wanted_queues) + 1);
+        // SAFETY: a constant lookup.
+        let buf_size = unsafe { sys::shim_default_buf_size() };
+        let pool_mb = (u64::from(mbufs) * (u64::from(buf_size) + 256)).div_ceil(1 << 20);
+        let memory_mb = config
+            .dpdk
+            .memory_mb
+            .unwrap_or((pool_mb * 3 / 2 + 64) as u32);
+        eal::preflight(config, Path::new("/sys")).map_err(error)?;
+        let (args, warning) =
+            eal::arguments(config, wanted_queues, memory_mb, &eal::allowed_cpus());
+        if let Some(warning) = warning {
+            eprintln!("endhost: {warning}");
+        }
+        if STARTED.swap(true, Ordering::SeqCst) {
+            return Err(error(
+                "one DPDK datapath per process: this process already started one".into(),
+            ));
+        }
+        eal::init(&args).map_err(error)?;
+        // SAFETY: the EAL is running.
+        if unsafe { sys::rte_eth_dev_count_avail() } == 0 {
+            return Err(error(format!(
+                "missing device: the EAL found no port for {}",
+                config
+                    .dpdk
+                    .vdev
+                    .clone()
+                    .unwrap_or_else(|| format!("PCI device {}", config.local.pci))
+            )));
+        }
+        let port = 0;
+        // SAFETY: plain data filled by the shim.
+        let mut info: sys::shim_port_info = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid port and output.
+        check(
+            unsafe { sys::shim_port_info(port, &mut info) },
+            "rte_eth_dev_info_get",
+        )?;
+        let queues = wanted_queues.min(info.max_rx_queues.max(1));
+        if queues < wanted_queues {
+            eprintln!(
+                "endhost: the port offers {} RX queues; using {queues} of the {wanted_queues} configured (af_packet: add qpairs={wanted_queues} to the vdev)",
+                info.max_rx_queues
+            );
+        }
+        let name = CString::new("endhost_mbufs").expect("no NUL");
+        // SAFETY: the EAL is running; the name is a valid C string.
+        let pool = unsafe {
+            sys::rte_pktmbuf_pool_create(
+                name.as_ptr(),
+                mbufs,
+                POOL_CACHE,
+                0,
+                buf_size,
+                sys::SOCKET_ID_ANY,
+            )
+        };
+        if pool.is_null() {
+            return Err(error(format!(
+                "cannot create a mempool of {mbufs} mbufs ({pool_mb} MiB): {}; raise dpdk.memory_mb or reserve more hugepages",
+                eal::strerror(rte_errno())
+            )));
+        }
+        let (mut rx_desc, mut tx_desc) = (datapath.rx_ring, datapath.tx_ring);
+        let mut step = std::ptr::null();
+        // SAFETY: a valid port, pool and outputs.
+        let rc = unsafe {
+            sys::shim_port_setup(
+                port,
+                queues,
+                &mut rx_desc,
+                &mut tx_desc,
+                pool,
+                config.job.mtu,
+                &mut step,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: the shim points `step` at a static string.
+            let step = unsafe { CStr::from_ptr(step) }.to_string_lossy();
+            return Err(error(format!(
+                "port setup failed at {step}: {}",
+                eal::strerror(-rc)
+            )));
+        }
+        let mut mac = sys::rte_ether_addr::default();
+        // SAFETY: a valid port and output.
+        check(
+            unsafe { sys::rte_eth_macaddr_get(port, &mut mac) },
+            "rte_eth_macaddr_get",
+        )?;
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let event = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if event < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let shared = Arc::new(Shared {
+            // SAFETY: a fresh descriptor we own.
+            event: unsafe { OwnedFd::from_raw_fd(event) },
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            rx: RxCounters::default(),
+        });
+        let mut addresses: HashSet<Ipv4Addr> =
+            config.local.path_addresses.iter().copied().collect();
+        addresses.insert(config.local.ip);
+        let mut datapath_out = DpdkDatapath {
+            port,
+            pool,
+            mac: MacAddr(mac.addr_bytes),
+            source: config.local.ip,
+            data_port: config.job.ports.data,
+            lanes: queues,
+            next_hops,
+            pending: Vec::with_capacity(BURST),
+            lcores: Vec::new(),
+            shared: shared.clone(),
+            tx_frames: 0,
+            tx_dropped: 0,
+            _kernel_port: UdpSocket::bind(SocketAddrV4::new(
+                Ipv4Addr::UNSPECIFIED,
+                config.job.ports.data,
+            ))
+            .ok(),
+        };
+        for queue in 0..queues {
+            let name = CString::new(format!("endhost_rx{queue}")).expect("no NUL");
+            // SAFETY: the EAL is running; the name is a valid C string.
+            let ring = unsafe {
+                sys::rte_ring_create(
+                    name.as_ptr(),
+                    ring(datapath.rx_ring),
+                    sys::SOCKET_ID_ANY,
+                    sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ,
+                )
+            };
+            if ring.is_null() {
+                return Err(error(format!(
+                    "cannot create RX handover ring {queue}: {}",
+                    eal::strerror(rte_errno())
+                )));
+            }
+            let mut rx = Box::new(RxQueue {
+                port,
+                queue,
+                ring,
+                mac: datapath_out.mac,
+                addresses: addresses.clone(),
+                data_port: config.job.ports.data,
+                idle_sleep: Duration::from_micros(u64::from(config.dpdk.rx_idle_sleep_us)),
+                shared: shared.clone(),
+            });
+            let id = u32::from(queue) + 1;
+            let arg: *mut RxQueue = &mut *rx;
+            // SAFETY: lcore `id` exists (--lcores has one per queue) and is idle; `rx`
+            // outlives the lcore's run (Drop waits for it before freeing).
+            let rc = unsafe { sys::rte_eal_remote_launch(rx_lcore, arg.cast(), id) };
+            if rc != 0 {
+                return Err(error(format!(
+                    "cannot start the RX lcore of queue {queue}: {}",
+                    eal::strerror(-rc)
+                )));
+            }
+            datapath_out.lcores.push(Lcore { id, queue: rx });
+        }
+        Ok(datapath_out)
+    }
+
+    pub fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    pub fn stats(&self) -> DpdkStats {
+        let rx = &self.shared.rx;
+        let mut port = sys::shim_port_stats::default();
+        // SAFETY: a valid port and output; on failure the zeros stay.
+        unsafe { sys::shim_port_stats(self.port, &mut port) };
+        DpdkStats {
+            rx_frames: rx.frames.load(Ordering::Relaxed),
+            rx_delivered: rx.delivered.load(Ordering::Relaxed),
+            rx_not_ours: rx.not_ours.load(Ordering::Relaxed),
+            rx_ring_full: rx.ring_full.load(Ordering::Relaxed),
+            rx_rejected: Rejected::ALL
+                .iter()
+                .map(|r| {
+                    (
+                        r.name().to_string(),
+                        rx.rejected[*r as usize].load(Ordering::Relaxed),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            tx_frames: self.tx_frames,
+            tx_dropped: self.tx_dropped,
+            port_imissed: port.imissed,
+            port_rx_nombuf: port.rx_nombuf,
+            port_ierrors: port.ierrors,
+            port_oerrors: port.oerrors,
+        }
+    }
+
+    /// The lane of a datagram: (tensor, step) parity, spread over the RX queues.
+    fn lane(&self, datagram: &[u8]) -> u16 {
+        let Ok(packet) = Packet::new_checked(datagram) else {
+            return 0;
+        };
+        let lane = ((packet.tensor() & 1) << 1) as u16 | (packet.step() & 1);
+        lane % self.lanes
+    }
+
+    fn send_pending(&mut self) -> io::Result<()> {
+        let mut sent = 0;
+        let mut stalled_since = None;
+        while sent < self.pending.len() {
+            let left = (self.pending.len() - sent).min(u16::MAX as usize) as u16;
+            // SAFETY: the TX queue is ours alone; the mbufs are ours until accepted.
+            let n = unsafe {
+                sys::shim_tx_burst(self.port, 0, self.pending[sent..].as_mut_ptr(), left)
+            } as usize;
+            sent += n;
+            if n > 0 {
+                stalled_since = None;
+                continue;
+            }
+            let since = *stalled_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > TX_PATIENCE {
+                let unsent = self.pending.len() - sent;
+                // SAFETY: the port did not take these; they are still ours.
+                unsafe {
+                    sys::rte_pktmbuf_free_bulk(self.pending[sent..].as_mut_ptr(), unsent as u32)
+                };
+                self.tx_frames += sent as u64;
+                self.tx_dropped += unsent as u64;
+                self.pending.clear();
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "the TX ring took nothing for {TX_PATIENCE:?}; {unsent} frames dropped"
+                    ),
+                ));
+            }
+            std::hint::spin_loop();
+        }
+        self.tx_frames += sent as u64;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+fn rte_errno() -> i32 {
+    // SAFETY: reads DPDK's thread-local rte_errno.
+    unsafe { sys::shim_errno() }
+}
+
+fn check(rc: i32, what: &str) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(error(format!("{what}: {}", eal::strerror(-rc))))
+    }
+}
+
+impl Datapath for DpdkDatapath {
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        let mut total = 0;
+        let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
+        for lcore in &self.lcores {
+            let mut taken = 0;
+            while taken < RX_BUDGET {
+                // SAFETY: this thread is the ring's only consumer.
+                let n = unsafe {
+                    sys::shim_ring_dequeue_burst(lcore.queue.ring, burst.as_mut_ptr(), BURST as u32)
+                } as usize;
+                for &m in &burst[..n] {
+                    let mut len = 0u16;
+                    // SAFETY: the RX lcore trimmed this single-segment mbuf to its payload.
+                    let payload = unsafe {
+                        let data = sys::shim_mbuf_data(m, &mut len);
+                        std::slice::from_raw_parts(data, usize::from(len))
+                    };
+                    deliver(payload);
+                }
+                if n > 0 {
+                    // SAFETY: delivered; nothing refers to them any more.
+                    unsafe { sys::rte_pktmbuf_free_bulk(burst.as_mut_ptr(), n as u32) };
+                }
+                taken += n;
+                if n < BURST {
+                    break;
+                }
+            }
+            total += taken;
+        }
+        Ok(total)
+    }
+
+    fn queue(&mut self, to: SocketAddrV4, tos: u8, datagram: &[u8]) -> io::Result<()> {
+        let dst_mac = *self.next_hops.get(to.ip()).ok_or_else(|| {
+            error(format!(
+                "no next-hop MAC for {}: not in the IP=MAC map",
+                to.ip()
+            ))
+        })?;
+        let len = HEADERS_LEN + datagram.len();
+        let len16 = u16::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "datagram too long"))?;
+        // SAFETY: the pool lives as long as the process.
+        let mut m = unsafe { sys::shim_pktmbuf_alloc(self.pool) };
+        if m.is_null() {
+            // Frames waiting to go hold mbufs: send them, then try once more.
+            self.send_pending()?;
+            // SAFETY: as above.
+            m = unsafe { sys::shim_pktmbuf_alloc(self.pool) };
+            if m.is_null() {
+                return Err(error("the mempool is exhausted".into()));
+            }
+        }
+        // SAFETY: a fresh mbuf; append returns room for `len` bytes or null.
+        let data = unsafe { sys::shim_mbuf_append(m, len16) };
+        if data.is_null() {
+            // SAFETY: ours, unused.
+            unsafe { sys::shim_pktmbuf_free(m) };
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a {len}-byte frame does not fit an mbuf"),
+            ));
+        }
+        // SAFETY: `data` has room for `len` bytes, in an mbuf no one else sees yet.
+        let frame = unsafe { std::slice::from_raw_parts_mut(data, len) };
+        frame[HEADERS_LEN..].copy_from_slice(datagram);
+        let addresses = Addresses {
+            src_mac: self.mac,
+            dst_mac,
+            src: SocketAddrV4::new(self.source, self.data_port + self.lane(datagram)),
+            dst: to,
+        };
+        frame::write_headers(frame, &addresses, tos);
+        self.pending.push(m);
+        if self.pending.len() == BURST {
+            self.send_pending()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send_pending()
+    }
+
+    fn wait(&mut self, wake: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        self.shared.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // SAFETY: counting entries of rings this datapath owns.
+        let waiting = self
+            .lcores
+            .iter()
+            .any(|l| unsafe { sys::shim_ring_count(l.queue.ring) } > 0);
+        if !waiting {
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.shared.event.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: wake,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let spec = timeout.map(|t| libc::timespec {
+                tv_sec: t.as_secs() as libc::time_t,
+                tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+            });
+            let spec_ptr = spec
+                .as_ref()
+                .map_or(std::ptr::null(), |s| s as *const libc::timespec);
+            // SAFETY: two valid pollfds and an optional timespec that outlives the call.
+            let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, spec_ptr, std::ptr::null()) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    self.shared.sleeping.store(false, Ordering::SeqCst);
+                    return Err(e);
+                }
+            }
+        }
+        self.shared.sleeping.store(false, Ordering::SeqCst);
+        let mut value = 0u64;
+        // SAFETY: reading 8 bytes from our non-blocking eventfd.
+        unsafe {
+            libc::read(
+                self.shared.event.as_raw_fd(),
+                (&mut value as *mut u64).cast(),
+                8,
+            )
+        };
+        Ok(())
+    }
+}
+
+impl Drop for DpdkDatapath {
+    fn drop(&mut self) {
+        let _ = self.send_pending();
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for lcore in &self.lcores {
+            // SAFETY: waits for an lcore this datapath launched.
+            unsafe { sys::rte_eal_wait_lcore(lcore.id) };
+        }
+        // SAFETY: no lcore polls the port any more.
+        unsafe { sys::rte_eth_dev_stop(self.port) };
+        for lcore in self.lcores.drain(..) {
+            let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
+            loop {
+                // SAFETY: the ring is ours; its producer has stopped.
+                let n = unsafe {
+                    sys::shim_ring_dequeue_burst(lcore.queue.ring, burst.as_mut_ptr(), BURST as u32)
+                };
+                if n == 0 {
+                    break;
+                }
+                // SAFETY: handed-over mbufs nobody reads any more.
+                unsafe { sys::rte_pktmbuf_free_bulk(burst.as_mut_ptr(), n) };
+            }
+            // SAFETY: empty, and nothing uses it any more.
+            unsafe { sys::rte_ring_free(lcore.queue.ring) };
+        }
+    }
+}

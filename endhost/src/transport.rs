@@ -25,7 +25,7 @@ pub enum TransportError {
     #[error("data socket: {0}")]
     Socket(#[source] std::io::Error),
     #[error("DPDK datapath: {0}")]
-    Datapath(#[source] std::io::Error),
+    Datapath(String),
     #[error(transparent)]
     Mesh(#[from] MeshError),
     #[error(transparent)]
@@ -204,7 +204,7 @@ impl Transport {
             #[cfg(feature = "dpdk")]
             DatapathKind::Dpdk => Chosen::Dpdk(
                 crate::datapath::dpdk::DpdkDatapath::start(&config)
-                    .map_err(TransportError::Datapath)?,
+                    .map_err(|e| TransportError::Datapath(e.to_string()))?,
             ),
             #[cfg(not(feature = "dpdk"))]
             DatapathKind::Dpdk => {

@@ -4,19 +4,20 @@
 //! foreign datagrams. Needs root, iproute2, tc and nft; otherwise every test is
 //! reported as skipped (ignored), with the reason on standard error.
 
-use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/run.rs"]
+mod run;
+
 use endhost::bench::{BenchSpec, host_config};
 use endhost::config::{ClassTag, Collective, RateControl, TransportConfig};
-use endhost::netns::{Fabric, FabricSpec};
+use endhost::netns::{Fabric, FabricSpec, capture};
 use endhost::wire::{Flags, Kind, Packet};
 use libtest_mimic::{Arguments, Trial};
-use serde_json::Value;
+use run::{lines, text};
 
 fn main() {
     let missing = endhost::netns::unavailable();
@@ -133,28 +134,6 @@ impl Cluster {
             .map(|c| c.wait_with_output().unwrap())
             .collect()
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// The JSON lines of a run: iterations, and the counters last.
-fn lines(out: &Output) -> (Vec<Value>, Value) {
-    let values: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON lines"))
-        .collect();
-    let counters = values.last().expect("a counters line")["counters"].clone();
-    let iterations = values
-        .into_iter()
-        .filter(|v| v.get("iteration").is_some())
-        .collect();
-    (iterations, counters)
 }
 
 fn every_collective() {
@@ -310,67 +289,6 @@ fn frozen_peer() {
     );
 }
 
-/// Captures frames on interface `iface` of namespace `ns` for `duration`.
-fn capture(ns: &str, iface: &str, duration: Duration) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
-    let ns = ns.to_string();
-    let iface = std::ffi::CString::new(iface).unwrap();
-    std::thread::spawn(move || {
-        let netns = File::open(Path::new("/run/netns").join(&ns)).expect("the namespace exists");
-        // SAFETY: setns on this thread only, with a namespace file we hold open.
-        assert_eq!(
-            unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) },
-            0
-        );
-        let protocol = (libc::ETH_P_ALL as u16).to_be() as i32;
-        // SAFETY: creating a raw packet socket; checked below.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, protocol) };
-        assert!(fd >= 0, "AF_PACKET: {}", std::io::Error::last_os_error());
-        // SAFETY: fd is a fresh descriptor we own.
-        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_ll is plain data; the index comes from the kernel.
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = protocol as u16;
-        addr.sll_ifindex = unsafe { libc::if_nametoindex(iface.as_ptr()) } as i32;
-        assert!(addr.sll_ifindex > 0, "no interface in {ns}");
-        // SAFETY: binding our socket to a valid sockaddr_ll.
-        let rc = unsafe {
-            libc::bind(
-                socket.as_raw_fd(),
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(rc, 0);
-        let timeout = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 100_000,
-        };
-        // SAFETY: setting a receive timeout from a timeval.
-        unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as u32,
-            )
-        };
-        let mut frames = Vec::new();
-        let mut buf = vec![0u8; 65_536];
-        let end = Instant::now() + duration;
-        while Instant::now() < end {
-            // SAFETY: receiving into a buffer of the size given.
-            let n =
-                unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n > 0 {
-                frames.push(buf[..n as usize].to_vec());
-            }
-        }
-        frames
-    })
-}
-
 fn dscp_and_ecn() {
     let layers = 4u32;
     let c = cluster("dscp", &spec(2, 0.0), |config| {
@@ -394,7 +312,7 @@ fn dscp_and_ecn() {
     for out in c.run_all(&["--size", "2MiB", "--iterations", "2", "--layers", "4"]) {
         assert!(out.status.success(), "{}", text(&out));
     }
-    let frames = sniffer.join().unwrap();
+    let frames = sniffer.join().unwrap().expect("frames are captured");
     let (mut data, mut important, mut control) = (0, 0, 0);
     let mut dscps = std::collections::BTreeSet::new();
     for frame in &frames {

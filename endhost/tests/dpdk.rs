@@ -1,0 +1,416 @@
+//! The DPDK datapath against real DPDK, without a NIC: `endhost run` processes in two
+//! network namespaces joined by one veth pair (`endhost::netns::Pair`), a DPDK host on
+//! an af_packet virtual device (`--no-huge --no-pci --vdev=net_af_packet0,iface=eth0`)
+//! beside a kernel-UDP host, or two DPDK hosts. Every collective in both roles, loss
+//! from nftables, frames captured on the veth, and the EAL's errors. Needs root,
+//! iproute2, nft and ethtool; otherwise every test is reported as skipped (ignored).
+
+#[path = "common/run.rs"]
+mod run;
+
+use std::path::PathBuf;
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use endhost::bench::{BenchSpec, host_config};
+use endhost::config::{
+    ClassTag, Collective, DatapathKind, DpdkOptions, RateControl, TransportConfig,
+};
+use endhost::netns::{FabricSpec, Pair, capture};
+use endhost::wire::{Flags, Kind, Packet};
+use libtest_mimic::{Arguments, Trial};
+use run::{lines, text};
+
+const ENDHOST: &str = env!("CARGO_BIN_EXE_endhost");
+
+fn main() {
+    let missing = endhost::netns::unavailable().or_else(|| {
+        std::process::Command::new("ethtool")
+            .arg("--version")
+            .output()
+            .is_err()
+            .then(|| "`ethtool` is not installed".to_string())
+    });
+    if let Some(why) = &missing {
+        eprintln!("DPDK tests skipped: {why}");
+    }
+    let tests: Vec<(&str, fn())> = vec![
+        (
+            "a_dpdk_host_and_a_kernel_host_are_exact_in_every_collective_in_both_roles",
+            dpdk_with_kernel,
+        ),
+        (
+            "loss_from_nftables_is_recovered_or_bounded_between_dpdk_and_kernel",
+            loss,
+        ),
+        ("two_dpdk_hosts_allreduce", two_dpdk_hosts),
+        (
+            "dpdk_frames_carry_the_planned_dscp_ecn_checksums_and_macs",
+            frames,
+        ),
+        ("eal_failures_are_reported_clearly", eal_failures),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test)| {
+            Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(missing.is_some())
+        })
+        .collect();
+    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+}
+
+/// Two hosts on a veth pair, their configuration files, and the EAL's runtime
+/// directories, all removed when dropped.
+struct Hosts {
+    pair: Pair,
+    dir: PathBuf,
+    configs: Vec<PathBuf>,
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        for i in 0..2 {
+            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.pair.host(i)));
+        }
+    }
+}
+
+/// Host i on DPDK when `dpdk[i]`, else on kernel sockets; `tweak` adjusts each
+/// configuration.
+fn hosts(name: &str, dpdk: [bool; 2], tweak: impl Fn(&mut TransportConfig)) -> Hosts {
+    let pair = Pair::create().expect("the veth pair is built");
+    let dir = std::env::temp_dir().join(format!("endhost-dpdk-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = BenchSpec {
+        fabric: FabricSpec {
+            hosts: 2,
+            rate_mbit: 10_000,
+            host_buffer_ms: 0,
+            switch_buffer_ms: 0,
+            loss_percent: 0.0,
+        },
+        size_bytes: 0,
+        iterations: 0,
+        collective: Collective::Ring,
+        loss_bound: 0.0,
+        rate_control: RateControl {
+            t_low_us: 500.0,
+            t_high_us: 5_000.0,
+            ..RateControl::default()
+        },
+        phase_ms: 20_000,
+        gloo: false,
+    };
+    let configs = (0..2)
+        .map(|rank| {
+            let mut config = host_config(&spec, rank);
+            let other = 1 - rank;
+            config.local.ip = Pair::ip(rank);
+            config.local.path_addresses = vec![Pair::ip(rank)];
+            config.local.mac = pair.mac(rank).unwrap();
+            config.peers[0].ip = Pair::ip(other);
+            config.peers[0].paths = vec![Pair::ip(other)];
+            config.peers[0].next_hop_mac = pair.mac(other).unwrap();
+            if dpdk[rank] {
+                config.job.datapath.kind = DatapathKind::Dpdk;
+                config.dpdk = DpdkOptions {
+                    vdev: Some("net_af_packet0,iface=eth0,qpairs=4".into()),
+                    file_prefix: Some(pair.host(rank)),
+                    no_huge: true,
+                    // Two cores shared by every test: RX lcores must not spin.
+                    rx_idle_sleep_us: 50,
+                    ..DpdkOptions::default()
+                };
+            }
+            tweak(&mut config);
+            let path = dir.join(format!("h{rank}.json"));
+            std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+            path
+        })
+        .collect();
+    Hosts { pair, dir, configs }
+}
+
+impl Hosts {
+    fn spawn(&self, rank: usize, args: &[&str]) -> Child {
+        self.pair
+            .command(rank, ENDHOST)
+            .args(["run", "--json", "--connect-timeout", "20", "--config"])
+            .arg(&self.configs[rank])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("endhost starts")
+    }
+
+    fn run_both(&self, args: &[&str]) -> Vec<Output> {
+        let children: Vec<Child> = (0..2).map(|r| self.spawn(r, args)).collect();
+        children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect()
+    }
+}
+
+/// Runs `collective` on both hosts and checks every iteration is exact.
+fn exact(hosts: &Hosts, collective: &str, what: &str) {
+    let args = [
+        "--collective",
+        collective,
+        "--size",
+        "2MiB",
+        "--iterations",
+        "2",
+    ];
+    for (rank, out) in hosts.run_both(&args).iter().enumerate() {
+        assert!(
+            out.status.success(),
+            "{what}, {collective}, rank {rank}: {}",
+            text(out)
+        );
+        let (iterations, counters) = lines(out);
+        assert_eq!(iterations.len(), 2, "{}", text(out));
+        for i in &iterations {
+            assert_eq!(i["exact"], 1.0, "{what}, {collective}, rank {rank}: {i}");
+            assert_eq!(i["delivered"], 1.0);
+        }
+        assert_eq!(counters["dropped"]["malformed"], 0);
+    }
+}
+
+fn dpdk_with_kernel() {
+    for dpdk_rank in 0..2 {
+        let mut dpdk = [false; 2];
+        dpdk[dpdk_rank] = true;
+        let h = hosts(&format!("mixed{dpdk_rank}"), dpdk, |_| {});
+        for collective in ["ring", "transpose", "ps"] {
+            exact(&h, collective, &format!("DPDK on rank {dpdk_rank}"));
+        }
+    }
+}
+
+fn loss() {
+    let h = hosts("loss", [true, false], |_| {});
+    // The kernel host drops 3% of the datagrams it sends and of those it receives.
+    h.pair.lossy(1, 3.0).unwrap();
+    let mut retransmitted = 0;
+    let args = [
+        "--collective",
+        "ring",
+        "--size",
+        "2MiB",
+        "--iterations",
+        "2",
+    ];
+    for (rank, out) in h.run_both(&args).iter().enumerate() {
+        assert!(out.status.success(), "rank {rank}: {}", text(out));
+        let (iterations, counters) = lines(out);
+        assert!(
+            iterations.iter().all(|i| i["exact"] == 1.0),
+            "rank {rank}: {iterations:?}"
+        );
+        let peer = &counters["peers"][1 - rank];
+        assert!(peer["packets_sent"].as_u64().unwrap() > 0, "{counters}");
+        retransmitted += peer["packets_retransmitted"].as_u64().unwrap();
+        // Losses in both directions: each side retransmits.
+        assert!(
+            peer["packets_retransmitted"].as_u64().unwrap() > 0,
+            "rank {rank} retransmitted nothing: {counters}"
+        );
+    }
+    assert!(retransmitted > 0);
+    let args = [
+        "--collective",
+        "transpose",
+        "--size",
+        "2MiB",
+        "--iterations",
+        "2",
+        "--loss-bound",
+        "0.05",
+    ];
+    for (rank, out) in h.run_both(&args).iter().enumerate() {
+        assert!(out.status.success(), "rank {rank}: {}", text(out));
+        for i in lines(out).0 {
+            assert!(i["delivered"].as_f64().unwrap() >= 0.95, "rank {rank}: {i}");
+        }
+    }
+}
+
+fn two_dpdk_hosts() {
+    let h = hosts("both", [true, true], |_| {});
+    for collective in ["ring", "transpose"] {
+        exact(&h, collective, "two DPDK hosts");
+    }
+}
+
+/// One's-complement checksum over `data` (RFC 1071); zero when `data` includes a
+/// correct checksum.
+fn checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data
+        .chunks(2)
+        .map(|w| u32::from(w[0]) << 8 | u32::from(*w.get(1).unwrap_or(&0)))
+        .sum();
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+fn frames() {
+    let layers = 4u32;
+    // Host 0 on DPDK takes its next hops from an IP=MAC file.
+    let ip_mac = std::env::temp_dir().join(format!("endhost-dpdk-ipmac-{}", std::process::id()));
+    let h = hosts("frames", [true, false], |config| {
+        config.job.tagging.layers = layers;
+        config.job.tagging.classes = (0..layers as u8)
+            .map(|class| ClassTag {
+                class,
+                dscp: 32 + class,
+                queue: 6 - class,
+                first_layer: u32::from(class),
+                last_layer: u32::from(class),
+            })
+            .collect();
+        if config.rank == 0 {
+            config.dpdk.ip_mac = Some(ip_mac.clone());
+        }
+    });
+    let (dpdk_mac, kernel_mac) = (h.pair.mac(0).unwrap(), h.pair.mac(1).unwrap());
+    std::fs::write(
+        &ip_mac,
+        format!("# the kernel host\n{}={kernel_mac}\n", Pair::ip(1)),
+    )
+    .unwrap();
+    let sniffer = capture(&h.pair.host(1), "eth0", Duration::from_secs(6));
+    std::thread::sleep(Duration::from_millis(300));
+    for out in h.run_both(&["--size", "2MiB", "--iterations", "2", "--layers", "4"]) {
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let captured = sniffer.join().unwrap().expect("frames are captured");
+    let _ = std::fs::remove_file(&ip_mac);
+    let (mut data, mut important, mut acks) = (0, 0, 0);
+    let mut dscps = std::collections::BTreeSet::new();
+    for frame in captured.iter().filter(|f| f[6..12] == dpdk_mac.0) {
+        if frame[12..14] != [0x08, 0x00] || frame[14 + 9] != 17 {
+            continue;
+        }
+        assert_eq!(frame[0..6], kernel_mac.0, "the IP=MAC file's next hop");
+        let ip = &frame[14..34];
+        assert_eq!(ip[0], 0x45);
+        assert_eq!(checksum(ip), 0, "IPv4 header checksum");
+        assert_eq!(ip[16..20], Pair::ip(1).octets(), "the peer's path address");
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let udp = &frame[34..14 + total];
+        assert_eq!(u16::from_be_bytes([udp[2], udp[3]]), 11000, "the data port");
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&ip[12..20]);
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+        pseudo.extend_from_slice(udp);
+        assert_ne!(udp[6..8], [0, 0], "a UDP checksum is sent");
+        assert_eq!(checksum(&pseudo), 0, "UDP checksum");
+        let (dscp, ecn) = (ip[1] >> 2, ip[1] & 0b11);
+        let packet = Packet::new_checked(&udp[8..]).expect("our datagrams parse");
+        if packet.kind() == Some(Kind::Ack) {
+            assert_eq!(
+                (dscp, ecn),
+                (46, 0),
+                "acknowledgements in the control class"
+            );
+            acks += 1;
+            continue;
+        }
+        data += 1;
+        assert_eq!(
+            dscp,
+            32 + packet.layer() as u8,
+            "the DSCP of the packet's layer"
+        );
+        let marked = packet.flags().has(Flags::IMPORTANT);
+        assert_eq!(
+            ecn,
+            if marked { 0b10 } else { 0 },
+            "ECT(0) exactly on important packets"
+        );
+        important += u32::from(marked);
+        dscps.insert(dscp);
+    }
+    assert!(
+        data > 500,
+        "{data} data frames from the DPDK host of {}",
+        captured.len()
+    );
+    assert!(acks > 0, "no acknowledgement from the DPDK host");
+    assert!(
+        important > 0 && important < data,
+        "{important} of {data} important"
+    );
+    assert_eq!(dscps.len(), 4, "every layer class seen: {dscps:?}");
+}
+
+/// Starts the DPDK host alone with `tweak`ed options (as user `as_user` if given) and
+/// expects it to fail at once saying `expected`.
+fn fails_with(h: &Hosts, tweak: impl Fn(&mut DpdkOptions), as_user: bool, expected: &str) {
+    let mut config: TransportConfig =
+        serde_json::from_slice(&std::fs::read(&h.configs[0]).unwrap()).unwrap();
+    tweak(&mut config.dpdk);
+    let path = h.dir.join("failing.json");
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    let mut command = if as_user {
+        let mut c = h.pair.command(0, "setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", ENDHOST]);
+        c
+    } else {
+        h.pair.command(0, ENDHOST)
+    };
+    let out = command
+        .args(["run", "--connect-timeout", "20", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(expected),
+        "expected {expected:?} in:\n{stderr}"
+    );
+}
+
+fn eal_failures() {
+    let h = hosts("errors", [true, false], |_| {});
+    fails_with(
+        &h,
+        |d| d.vdev = Some("net_af_packet0,iface=eth9".into()),
+        false,
+        "missing interface: net_af_packet0,iface=eth9 names eth9",
+    );
+    fails_with(
+        &h,
+        |d| d.eal_args = vec!["--no-such-option".into()],
+        false,
+        "DPDK's EAL did not start (bad arguments",
+    );
+    fails_with(&h, |_| {}, true, "no permission");
+    let free: u64 = std::fs::read_dir("/sys/kernel/mm/hugepages")
+        .map(|sizes| {
+            sizes
+                .filter_map(Result::ok)
+                .filter_map(|s| std::fs::read_to_string(s.path().join("free_hugepages")).ok())
+                .filter_map(|n| n.trim().parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    if free == 0 {
+        fails_with(&h, |d| d.no_huge = false, false, "no free hugepages");
+    } else {
+        eprintln!("not checked: the error without hugepages (this machine has {free} free)");
+    }
+}

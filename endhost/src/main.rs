@@ -6,9 +6,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use endhost::agent::dpdk::Sysfs;
 use endhost::agent::{self, HostNetworkPlan};
+use endhost::bench::datapath::{PairSpec, System};
 use endhost::bench::{self, BenchSpec};
 use endhost::collective::Algorithm;
-use endhost::config::{Collective, RateControl, TransportConfig};
+use endhost::config::{Collective, DatapathKind, RateControl, TransportConfig};
 use endhost::daemon;
 use endhost::netns::FabricSpec;
 use endhost::sync::bpawr::Knobs;
@@ -288,6 +289,49 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The datapaths side by side on one veth pair: packets per second, per core and
+    /// in CPU cycles per packet, then allreduce goodput.
+    ///
+    /// For each datapath (and, for DPDK, each --vdev driver), builds two namespaces
+    /// joined by a veth pair, blasts --packets datagrams of --payload bytes from one to
+    /// the other through the datapath alone (each end measures its CPU time, every
+    /// thread included), then runs --iterations allreduces of --size through the whole
+    /// transport. DPDK runs without hugepages on the vdev over the veth, its receiving
+    /// lcore busy-polling. Needs root and ethtool.
+    #[command(after_help = EXIT_CODES)]
+    Datapath {
+        /// Datapaths to compare, in order.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "udp,dpdk")]
+        datapath: Vec<DatapathArg>,
+        /// DPDK virtual-device drivers to run the DPDK datapath on.
+        #[arg(long, value_delimiter = ',', default_value = "net_af_packet")]
+        vdev: Vec<String>,
+        #[arg(long, default_value_t = 2_000_000)]
+        packets: u64,
+        /// UDP payload bytes per datagram.
+        #[arg(long, default_value_t = 1024)]
+        payload: usize,
+        /// Bytes per allreduce.
+        #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+        size: u64,
+        #[arg(long, default_value_t = 5)]
+        iterations: u32,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One end of `bench datapath`'s blast (run by it in each namespace).
+    #[command(hide = true)]
+    Blast {
+        #[arg(long, value_enum)]
+        role: BlastRole,
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        packets: u64,
+        #[arg(long)]
+        payload: usize,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -310,6 +354,18 @@ impl From<CollectiveArg> for Collective {
 #[derive(Clone, Copy, ValueEnum)]
 enum Baseline {
     Gloo,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DatapathArg {
+    Udp,
+    Dpdk,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BlastRole {
+    Send,
+    Receive,
 }
 
 fn main() -> ExitCode {
@@ -482,6 +538,52 @@ fn main() -> ExitCode {
             };
             bench_allreduce(&spec, json)
         }
+        Command::Bench(BenchCommand::Datapath {
+            datapath,
+            vdev,
+            packets,
+            payload,
+            size,
+            iterations,
+            json,
+        }) => {
+            let systems = datapath
+                .iter()
+                .flat_map(|d| match d {
+                    DatapathArg::Udp => vec![System {
+                        kind: DatapathKind::Udp,
+                        vdev: None,
+                    }],
+                    DatapathArg::Dpdk => vdev
+                        .iter()
+                        .map(|v| System {
+                            kind: DatapathKind::Dpdk,
+                            vdev: Some(v.clone()),
+                        })
+                        .collect(),
+                })
+                .collect();
+            let spec = PairSpec {
+                systems,
+                packets,
+                payload,
+                size_bytes: size,
+                iterations,
+            };
+            bench_datapath(&spec, json)
+        }
+        Command::Bench(BenchCommand::Blast {
+            role,
+            config,
+            packets,
+            payload,
+        }) => read_config(&config).and_then(|config| {
+            let end =
+                bench::datapath::blast(&config, matches!(role, BlastRole::Send), packets, payload)
+                    .map_err(anyhow::Error::msg)?;
+            println!("{}", serde_json::to_string(&end)?);
+            Ok(())
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -778,6 +880,24 @@ fn run(path: &std::path::Path, options: RunOptions) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+fn bench_datapath(spec: &PairSpec, json: bool) -> anyhow::Result<()> {
+    if let Some(why) = endhost::netns::unavailable() {
+        anyhow::bail!("cannot build a veth pair: {why}");
+    }
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let report = bench::datapath::run(spec, &exe, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let report = report.map_err(anyhow::Error::msg)?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
 }
 
 fn bench_allreduce(spec: &BenchSpec, json: bool) -> anyhow::Result<()> {

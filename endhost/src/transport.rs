@@ -11,9 +11,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::collective::{Algorithm, Allreduce, Done, Engine, OpError};
-use crate::config::{DatapathKind, TransportConfig};
-use crate::datapath::Datapath;
-use crate::datapath::udp::UdpDatapath;
+use crate::config::TransportConfig;
+use crate::datapath::{AnyDatapath, OpenError};
 use crate::driver::{Driver, Inbound, Reply, Wake};
 use crate::mesh::{self, MeshConfig, MeshError};
 use crate::proto::{Control, Counters, Endpoint, EndpointConfig};
@@ -111,45 +110,6 @@ async fn start_control(
     Ok((outgoing, flushed_rx))
 }
 
-/// The datapath a configuration chose.
-enum Chosen {
-    Udp(UdpDatapath),
-    #[cfg(feature = "dpdk")]
-    Dpdk(crate::datapath::dpdk::DpdkDatapath),
-}
-
-/// What the datapath thread is built from, besides its datapath.
-struct DriverParts {
-    endpoint_config: EndpointConfig,
-    timeouts: crate::config::Timeouts,
-    paths: Vec<Vec<SocketAddrV4>>,
-    control: Vec<Option<UnboundedSender<Control>>>,
-    inbound: Receiver<Inbound>,
-    wake: Arc<Wake>,
-}
-
-impl DriverParts {
-    fn spawn<D: Datapath + Send + 'static>(
-        self,
-        name: String,
-        datapath: D,
-    ) -> std::io::Result<std::thread::JoinHandle<()>> {
-        std::thread::Builder::new().name(name).spawn(move || {
-            let endpoint = Endpoint::new(self.endpoint_config, 0);
-            Driver {
-                engine: Engine::new(endpoint, self.timeouts),
-                datapath,
-                paths: self.paths,
-                control: self.control,
-                inbound: self.inbound,
-                wake: self.wake,
-                epoch: Instant::now(),
-            }
-            .run()
-        })
-    }
-}
-
 impl Transport {
     /// Binds the data socket, connects the control channel to every peer (waiting for
     /// them up to `options.connect_timeout`), and starts the datapath thread. Any
@@ -197,22 +157,11 @@ impl Transport {
             Ipv4Addr::UNSPECIFIED
         };
         let bind = SocketAddrV4::new(options.bind.unwrap_or(default_bind), ports.data);
-        let datapath = match config.job.datapath.kind {
-            DatapathKind::Udp => {
-                Chosen::Udp(UdpDatapath::bind(bind).map_err(TransportError::Socket)?)
-            }
-            #[cfg(feature = "dpdk")]
-            DatapathKind::Dpdk => Chosen::Dpdk(
-                crate::datapath::dpdk::DpdkDatapath::start(&config)
-                    .map_err(|e| TransportError::Datapath(e.to_string()))?,
-            ),
-            #[cfg(not(feature = "dpdk"))]
-            DatapathKind::Dpdk => {
-                return Err(TransportError::Config(
-                    "this endhost was built without the DPDK datapath (cargo build --features dpdk); use the udp datapath".into(),
-                ));
-            }
-        };
+        let datapath = AnyDatapath::open(&config, bind).map_err(|e| match e {
+            OpenError::Socket(e) => TransportError::Socket(e),
+            OpenError::Dpdk(why) => TransportError::Datapath(why),
+            OpenError::NotBuilt => TransportError::Config(e.to_string()),
+        })?;
         let (inbound_tx, inbound_rx) = std::sync::mpsc::channel();
         let wake = Wake::new().map_err(TransportError::Socket)?;
         let mesh_config = MeshConfig {
@@ -237,21 +186,22 @@ impl Transport {
         };
         let timeouts = config.job.timeouts;
         let thread_wake = wake.clone();
-        let parts = DriverParts {
-            endpoint_config,
-            timeouts,
-            paths,
-            control,
-            inbound: inbound_rx,
-            wake: thread_wake,
-        };
-        let name = format!("endhost-rank{rank}");
-        let thread = match datapath {
-            Chosen::Udp(d) => parts.spawn(name, d),
-            #[cfg(feature = "dpdk")]
-            Chosen::Dpdk(d) => parts.spawn(name, d),
-        }
-        .map_err(TransportError::Socket)?;
+        let thread = std::thread::Builder::new()
+            .name(format!("endhost-rank{rank}"))
+            .spawn(move || {
+                let endpoint = Endpoint::new(endpoint_config, 0);
+                Driver {
+                    engine: Engine::new(endpoint, timeouts),
+                    datapath,
+                    paths,
+                    control,
+                    inbound: inbound_rx,
+                    wake: thread_wake,
+                    epoch: Instant::now(),
+                }
+                .run()
+            })
+            .map_err(TransportError::Socket)?;
         Ok(Transport {
             config,
             inbound: inbound_tx,

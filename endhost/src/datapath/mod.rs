@@ -12,6 +12,8 @@ use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use crate::config::{DatapathKind, TransportConfig};
+
 pub trait Datapath {
     /// Hands every datagram that has arrived (its UDP payload) to `deliver`, without
     /// waiting; returns how many there were.
@@ -27,4 +29,67 @@ pub trait Datapath {
     /// Blocks until datagrams may have arrived, `wake` became readable, or `timeout`
     /// passed (`None`: no limit).
     fn wait(&mut self, wake: RawFd, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+/// Why a datapath did not open.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("data socket: {0}")]
+    Socket(#[source] io::Error),
+    #[error("DPDK datapath: {0}")]
+    Dpdk(String),
+    #[error(
+        "this endhost was built without the DPDK datapath (cargo build --features dpdk); use the udp datapath"
+    )]
+    NotBuilt,
+}
+
+/// The datapath a configuration chose.
+pub enum AnyDatapath {
+    Udp(udp::UdpDatapath),
+    #[cfg(feature = "dpdk")]
+    Dpdk(dpdk::DpdkDatapath),
+}
+
+impl AnyDatapath {
+    /// Opens the datapath `config` names; kernel sockets bind `bind`.
+    pub fn open(config: &TransportConfig, bind: SocketAddrV4) -> Result<AnyDatapath, OpenError> {
+        match config.job.datapath.kind {
+            DatapathKind::Udp => Ok(AnyDatapath::Udp(
+                udp::UdpDatapath::bind(bind).map_err(OpenError::Socket)?,
+            )),
+            #[cfg(feature = "dpdk")]
+            DatapathKind::Dpdk => Ok(AnyDatapath::Dpdk(
+                dpdk::DpdkDatapath::start(config).map_err(|e| OpenError::Dpdk(e.to_string()))?,
+            )),
+            #[cfg(not(feature = "dpdk"))]
+            DatapathKind::Dpdk => Err(OpenError::NotBuilt),
+        }
+    }
+
+    fn inner(&mut self) -> &mut dyn Datapath {
+        match self {
+            AnyDatapath::Udp(d) => d,
+            #[cfg(feature = "dpdk")]
+            AnyDatapath::Dpdk(d) => d,
+        }
+    }
+}
+
+impl Datapath for AnyDatapath {
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        self.inner().receive(deliver)
+    }
+
+    fn queue(&mut self, to: SocketAddrV4, tos: u8, datagram: &[u8]) -> io::Result<()> {
+        self.inner().queue(to, tos, datagram)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner().flush()
+    }
+
+    fn wait(&mut self, wake: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner().wait(wake, timeout)
+    }
 }

@@ -2,6 +2,8 @@
 //! torch.distributed) on the same namespace fabric, against the link-rate optimum
 //! 2(n−1)/n · S/B of an allreduce of S bytes over n hosts with links of rate B.
 
+pub mod datapath;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -164,7 +166,7 @@ pub fn host_config(spec: &BenchSpec, rank: usize) -> TransportConfig {
 }
 
 /// Waits for every child, killing them all at `deadline`; returns rank 0's output.
-fn collect(children: Vec<Child>, deadline: Instant) -> Result<String, String> {
+pub(crate) fn collect(children: Vec<Child>, deadline: Instant) -> Result<String, String> {
     let mut outputs = Vec::new();
     for (rank, mut child) in children.into_iter().enumerate() {
         let stdout = child.stdout.take().expect("piped");
@@ -211,7 +213,7 @@ fn collect(children: Vec<Child>, deadline: Instant) -> Result<String, String> {
 }
 
 /// Per-iteration times from JSON lines `{"seconds": …, "delivered": …}`.
-fn times(output: &str) -> (Vec<f64>, f64) {
+pub(crate) fn times(output: &str) -> (Vec<f64>, f64) {
     let mut times = Vec::new();
     let mut delivered = 1.0f64;
     for line in output.lines() {

@@ -12,11 +12,9 @@ use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
-use endhost::bench::{BenchSpec, host_config};
-use endhost::config::{
-    ClassTag, Collective, DatapathKind, DpdkOptions, RateControl, TransportConfig,
-};
-use endhost::netns::{FabricSpec, Pair, capture};
+use endhost::bench::datapath::pair_configs;
+use endhost::config::{ClassTag, DpdkOptions, TransportConfig};
+use endhost::netns::{Pair, capture};
 use endhost::wire::{Flags, Kind, Packet};
 use libtest_mimic::{Arguments, Trial};
 use run::{lines, text};
@@ -86,47 +84,21 @@ fn hosts(name: &str, dpdk: [bool; 2], tweak: impl Fn(&mut TransportConfig)) -> H
     let pair = Pair::create().expect("the veth pair is built");
     let dir = std::env::temp_dir().join(format!("endhost-dpdk-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let spec = BenchSpec {
-        fabric: FabricSpec {
-            hosts: 2,
-            rate_mbit: 10_000,
-            host_buffer_ms: 0,
-            switch_buffer_ms: 0,
-            loss_percent: 0.0,
-        },
-        size_bytes: 0,
-        iterations: 0,
-        collective: Collective::Ring,
-        loss_bound: 0.0,
-        rate_control: RateControl {
-            t_low_us: 500.0,
-            t_high_us: 5_000.0,
-            ..RateControl::default()
-        },
-        phase_ms: 20_000,
-        gloo: false,
+    let options = |rank: usize| {
+        dpdk[rank].then(|| DpdkOptions {
+            vdev: Some("net_af_packet0,iface=eth0,qpairs=4".into()),
+            file_prefix: Some(pair.host(rank)),
+            no_huge: true,
+            // Two cores shared by every test: RX lcores must not spin.
+            rx_idle_sleep_us: 50,
+            ..DpdkOptions::default()
+        })
     };
-    let configs = (0..2)
-        .map(|rank| {
-            let mut config = host_config(&spec, rank);
-            let other = 1 - rank;
-            config.local.ip = Pair::ip(rank);
-            config.local.path_addresses = vec![Pair::ip(rank)];
-            config.local.mac = pair.mac(rank).unwrap();
-            config.peers[0].ip = Pair::ip(other);
-            config.peers[0].paths = vec![Pair::ip(other)];
-            config.peers[0].next_hop_mac = pair.mac(other).unwrap();
-            if dpdk[rank] {
-                config.job.datapath.kind = DatapathKind::Dpdk;
-                config.dpdk = DpdkOptions {
-                    vdev: Some("net_af_packet0,iface=eth0,qpairs=4".into()),
-                    file_prefix: Some(pair.host(rank)),
-                    no_huge: true,
-                    // Two cores shared by every test: RX lcores must not spin.
-                    rx_idle_sleep_us: 50,
-                    ..DpdkOptions::default()
-                };
-            }
+    let configs = pair_configs(&pair, [options(0), options(1)])
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(rank, mut config)| {
             tweak(&mut config);
             let path = dir.join(format!("h{rank}.json"));
             std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();

@@ -143,12 +143,12 @@ impl std::fmt::Display for PairReport {
     }
 }
 
-/// The two hosts' configurations for `system` on `pair`, host i's DPDK RX lcore
-/// sleeping `idle_us[i]` µs when idle (0: busy polling).
-fn configs(
+/// A job of the two hosts of `pair`, host i on DPDK with `dpdk[i]` (on kernel UDP
+/// without), with the namespace settings of `endhost bench` (rate-control thresholds,
+/// a long phase timeout), exact delivery and the ring collective.
+pub fn pair_configs(
     pair: &Pair,
-    system: &System,
-    idle_us: [u32; 2],
+    dpdk: [Option<DpdkOptions>; 2],
 ) -> Result<Vec<TransportConfig>, String> {
     let spec = super::BenchSpec {
         fabric: FabricSpec {
@@ -170,31 +170,49 @@ fn configs(
         phase_ms: 30_000,
         gloo: false,
     };
-    (0..2)
-        .map(|rank| {
+    let mac = |i: usize| pair.mac(i).map_err(|e| e.to_string());
+    dpdk.into_iter()
+        .enumerate()
+        .map(|(rank, dpdk)| {
             let mut config = host_config(&spec, rank);
             let other = 1 - rank;
             config.local.ip = Pair::ip(rank);
             config.local.path_addresses = vec![Pair::ip(rank)];
-            config.local.mac = pair.mac(rank).map_err(|e| e.to_string())?;
+            config.local.mac = mac(rank)?;
             config.peers[0].ip = Pair::ip(other);
             config.peers[0].paths = vec![Pair::ip(other)];
-            config.peers[0].next_hop_mac = pair.mac(other).map_err(|e| e.to_string())?;
-            config.job.datapath.kind = system.kind;
-            // One RX queue: the per-core numbers are about one lcore's work.
-            config.job.datapath.rx_queues = 1;
-            if let Some(vdev) = &system.vdev {
-                config.dpdk = DpdkOptions {
-                    vdev: Some(format!("{vdev}0,iface=eth0")),
-                    file_prefix: Some(pair.host(rank)),
-                    no_huge: true,
-                    rx_idle_sleep_us: idle_us[rank],
-                    ..DpdkOptions::default()
-                };
+            config.peers[0].next_hop_mac = mac(other)?;
+            if let Some(dpdk) = dpdk {
+                config.job.datapath.kind = DatapathKind::Dpdk;
+                config.dpdk = dpdk;
             }
             Ok(config)
         })
         .collect()
+}
+
+/// The two hosts' configurations for `system` on `pair`, with one RX queue (the
+/// per-core numbers are about one lcore's work), host i's DPDK RX lcore sleeping
+/// `idle_us[i]` µs when idle (0: busy polling).
+fn configs(
+    pair: &Pair,
+    system: &System,
+    idle_us: [u32; 2],
+) -> Result<Vec<TransportConfig>, String> {
+    let dpdk = |rank: usize| {
+        system.vdev.as_ref().map(|vdev| DpdkOptions {
+            vdev: Some(format!("{vdev}0,iface=eth0")),
+            file_prefix: Some(pair.host(rank)),
+            no_huge: true,
+            rx_idle_sleep_us: idle_us[rank],
+            ..DpdkOptions::default()
+        })
+    };
+    let mut configs = pair_configs(pair, [dpdk(0), dpdk(1)])?;
+    for config in &mut configs {
+        config.job.datapath.rx_queues = 1;
+    }
+    Ok(configs)
 }
 
 fn write_configs(

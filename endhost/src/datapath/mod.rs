@@ -31,6 +31,36 @@ pub trait Datapath {
     fn wait(&mut self, wake: RawFd, timeout: Option<Duration>) -> io::Result<()>;
 }
 
+/// Blocks until `first` or `second` is readable or `timeout` passes (`None`: no
+/// limit); an interrupted wait just returns.
+pub(crate) fn wait_readable(
+    first: RawFd,
+    second: RawFd,
+    timeout: Option<Duration>,
+) -> io::Result<()> {
+    let mut fds = [first, second].map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let spec = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+    });
+    let spec_ptr = spec
+        .as_ref()
+        .map_or(std::ptr::null(), |s| s as *const libc::timespec);
+    // SAFETY: two valid pollfds and an optional timespec that outlives the call.
+    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, spec_ptr, std::ptr::null()) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Why a datapath did not open.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {

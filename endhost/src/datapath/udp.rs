@@ -313,33 +313,6 @@ impl Datapath for UdpDatapath {
     }
 
     fn wait(&mut self, wake: RawFd, timeout: Option<Duration>) -> io::Result<()> {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.socket.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: wake,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let spec = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
-        });
-        let spec_ptr = spec
-            .as_ref()
-            .map_or(std::ptr::null(), |s| s as *const libc::timespec);
-        // SAFETY: two valid pollfds and an optional timespec that outlives the call.
-        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, spec_ptr, std::ptr::null()) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(e);
-            }
-        }
-        Ok(())
+        super::wait_readable(self.socket.as_raw_fd(), wake, timeout)
     }
 }

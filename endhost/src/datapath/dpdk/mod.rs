@@ -625,36 +625,11 @@ impl Datapath for DpdkDatapath {
             .lcores
             .iter()
             .any(|l| unsafe { sys::shim_ring_count(l.queue.ring) } > 0);
-        if !waiting {
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.shared.event.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: wake,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            let spec = timeout.map(|t| libc::timespec {
-                tv_sec: t.as_secs() as libc::time_t,
-                tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
-            });
-            let spec_ptr = spec
-                .as_ref()
-                .map_or(std::ptr::null(), |s| s as *const libc::timespec);
-            // SAFETY: two valid pollfds and an optional timespec that outlives the call.
-            let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, spec_ptr, std::ptr::null()) };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EINTR) {
-                    self.shared.sleeping.store(false, Ordering::SeqCst);
-                    return Err(e);
-                }
-            }
-        }
+        let waited = if waiting {
+            Ok(())
+        } else {
+            super::wait_readable(self.shared.event.as_raw_fd(), wake, timeout)
+        };
         self.shared.sleeping.store(false, Ordering::SeqCst);
         let mut value = 0u64;
         // SAFETY: reading 8 bytes from our non-blocking eventfd.
@@ -665,7 +640,7 @@ impl Datapath for DpdkDatapath {
                 8,
             )
         };
-        Ok(())
+        waited
     }
 }
 

@@ -602,7 +602,10 @@ impl Datapath for DpdkDatapath {
         let addresses = Addresses {
             src_mac: self.mac,
             dst_mac,
-            src: SocketAddrV4::new(self.source, self.data_port + self.lane(datagram)),
+            src: SocketAddrV4::new(
+                self.source,
+                self.data_port.wrapping_add(self.lane(datagram)),
+            ),
             dst: to,
         };
         frame::write_headers(frame, &addresses, tos);

@@ -264,11 +264,14 @@ impl DpdkDatapath {
         let wanted_queues = datapath.rx_queues.max(1);
         // Mbufs: every RX descriptor and handover slot, the TX ring, bursts in flight,
         // and what the lcore caches may hold.
-        let mbufs = u32::from(wanted_queues)
-            * (u32::from(datapath.rx_ring) + ring(datapath.rx_ring))
-            + u32::from(datapath.tx_ring)
-            + 4 * BURST as u32
-            + POOL_CACHE * (u32::from(wanted_queues) + 1);
+        let queues64 = u64::from(wanted_queues);
+        let mbufs = u32::try_from(
+            queues64 * (u64::from(datapath.rx_ring) + u64::from(ring(datapath.rx_ring)))
+                + u64::from(datapath.tx_ring)
+                + 4 * BURST as u64
+                + u64::from(POOL_CACHE) * (queues64 + 1),
+        )
+        .map_err(|_| error("rx_queues × rx_ring is too large for one mempool".into()))?;
         // SAFETY: a constant lookup.
         let buf_size = unsafe { sys::shim_default_buf_size() };
         let pool_mb = (u64::from(mbufs) * (u64::from(buf_size) + 256)).div_ceil(1 << 20);

@@ -63,7 +63,7 @@ struct RxCounters {
 
 /// A snapshot of the datapath's counters.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct DpdkStats {
+struct DpdkStats {
     /// Frames the RX lcores took from the port.
     pub rx_frames: u64,
     /// Datagrams handed to the protocol.
@@ -440,11 +440,7 @@ impl DpdkDatapath {
         Ok(datapath_out)
     }
 
-    pub fn mac(&self) -> MacAddr {
-        self.mac
-    }
-
-    pub fn stats(&self) -> DpdkStats {
+    fn stats(&self) -> DpdkStats {
         let rx = &self.shared.rx;
         let mut port = sys::shim_port_stats::default();
         // SAFETY: a valid port and output; on failure the zeros stay.
@@ -654,6 +650,10 @@ impl Drop for DpdkDatapath {
     fn drop(&mut self) {
         let _ = self.send_pending();
         self.shared.stop.store(true, Ordering::SeqCst);
+        // As OptiReduce does at exit: what the port and the RX lcores saw, for the log.
+        if let Ok(stats) = serde_json::to_string(&self.stats()) {
+            eprintln!("endhost: DPDK datapath totals: {stats}");
+        }
         for lcore in &self.lcores {
             // SAFETY: waits for an lcore this datapath launched.
             unsafe { sys::rte_eal_wait_lcore(lcore.id) };

@@ -48,7 +48,7 @@ fn main() {
         ),
         ("eal_failures_are_reported_clearly", eal_failures),
     ];
-    let trials = tests
+    let mut trials: Vec<Trial> = tests
         .into_iter()
         .map(|(name, test)| {
             Trial::test(name, move || {
@@ -58,6 +58,21 @@ fn main() {
             .with_ignored_flag(missing.is_some())
         })
         .collect();
+    // Needs a machine without free hugepages; skipped (ignored) on one that has some.
+    let free = free_hugepages();
+    if free > 0 {
+        eprintln!("hugepage test skipped: this machine has {free} free hugepages");
+    }
+    trials.push(
+        Trial::test(
+            "without_hugepages_the_eal_is_refused_unless_no_huge",
+            || {
+                without_hugepages();
+                Ok(())
+            },
+        )
+        .with_ignored_flag(missing.is_some() || free > 0),
+    );
     libtest_mimic::run(&Arguments::from_args(), trials).exit();
 }
 
@@ -371,7 +386,11 @@ fn eal_failures() {
         "DPDK's EAL did not start (bad arguments",
     );
     fails_with(&h, |_| {}, true, "no permission");
-    let free: u64 = std::fs::read_dir("/sys/kernel/mm/hugepages")
+}
+
+/// Free hugepages on this machine, of every size.
+fn free_hugepages() -> u64 {
+    std::fs::read_dir("/sys/kernel/mm/hugepages")
         .map(|sizes| {
             sizes
                 .filter_map(Result::ok)
@@ -379,10 +398,10 @@ fn eal_failures() {
                 .filter_map(|n| n.trim().parse::<u64>().ok())
                 .sum()
         })
-        .unwrap_or(0);
-    if free == 0 {
-        fails_with(&h, |d| d.no_huge = false, false, "no free hugepages");
-    } else {
-        eprintln!("not checked: the error without hugepages (this machine has {free} free)");
-    }
+        .unwrap_or(0)
+}
+
+fn without_hugepages() {
+    let h = hosts("nohuge", [true, false], |_| {});
+    fails_with(&h, |d| d.no_huge = false, false, "no free hugepages");
 }

@@ -169,6 +169,10 @@ enum Command {
     /// Prints, as JSON: per rank its host, addresses, socket, pid and environment
     /// (OptiReduce's GLOO_* variables and ours), and DS-Sync's group schedule. Needs a
     /// bootstrapped host (the binary in --remote-dir).
+    ///
+    /// All or nothing: a job needs every host (a --limit must select them all); if one
+    /// cannot start or does not become ready, the transports that started are stopped
+    /// again and nothing is printed on standard output.
     #[command(after_help = EXIT_CODES)]
     Launch {
         #[command(flatten)]
@@ -1055,6 +1059,18 @@ fn launch(
 ) -> Result<(), Failure> {
     use mltctl::hosts::launch;
     let (plan, targets) = host_targets(args)?;
+    if targets.len() < plan.hosts.len() {
+        let left_out: Vec<&str> = (0..plan.hosts.len())
+            .filter(|rank| !targets.contains(rank))
+            .map(|rank| plan.hosts[rank].name.as_str())
+            .collect();
+        return Err(Failure::Usage(format!(
+            "launch starts the whole job: --limit leaves out {} of its {} hosts ({})",
+            left_out.len(),
+            plan.hosts.len(),
+            left_out.join(", ")
+        )));
+    }
     let options = launch::Options {
         forks: usize::from(args.forks),
         ssh: args.ssh.options(),

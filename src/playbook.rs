@@ -193,6 +193,11 @@ pub fn command(step: &Step, run: &Run, plan: &Plan) -> Result<StepPlan, String> 
     if hosts && selected.hosts.is_empty() {
         return Ok(StepPlan::Skip("--limit selects no host"));
     }
+    if step.kind == StepKind::Launch && selected.hosts.len() < plan.hosts.len() {
+        return Ok(StepPlan::Skip(
+            "a job starts with all its hosts; --limit leaves some out",
+        ));
+    }
     if run.check && matches!(step.kind, StepKind::Launch | StepKind::Stop) {
         return Ok(StepPlan::Skip("check mode starts and stops nothing"));
     }
@@ -260,5 +265,39 @@ mod tests {
         );
         assert!(parse(file, "stepz: []\n").is_err());
         assert!(parse(file, "steps: []\n").is_err());
+    }
+
+    #[test]
+    fn launch_runs_only_when_the_limit_keeps_every_host() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/inventory/lab.yaml");
+        let plan = Plan::build(&crate::inventory::load(std::path::Path::new(path)).unwrap());
+        let launch = Step {
+            kind: StepKind::Launch,
+            args: vec![],
+        };
+        let run = |limit: &[&str]| Run {
+            playbook: "site.yml".into(),
+            inventory: "lab.yaml".into(),
+            check: false,
+            diff: false,
+            limit: limit.iter().map(|l| l.to_string()).collect(),
+            known_hosts: None,
+            remote_dir: None,
+        };
+        for limit in [&[][..], &["hosts"], &["rack:r1", "rack:r2"]] {
+            match command(&launch, &run(limit), &plan).unwrap() {
+                StepPlan::Command(args) => assert_eq!(args[0], "launch", "{limit:?}"),
+                StepPlan::Skip(why) => panic!("{limit:?} skipped launch: {why}"),
+            }
+        }
+        for limit in [&["h1"][..], &["rack:r2"]] {
+            assert!(
+                matches!(
+                    command(&launch, &run(limit), &plan).unwrap(),
+                    StepPlan::Skip(why) if why.contains("leaves some out")
+                ),
+                "{limit:?}"
+            );
+        }
     }
 }

@@ -275,6 +275,19 @@ fn env_prints_optireduce_and_mlt_variables_for_one_host() {
 }
 
 #[test]
+fn launch_refuses_a_limit_that_leaves_out_a_host_of_the_job() {
+    let lab = fixture("inventory/lab.yaml");
+    let out = mltctl(&["launch", "-i", lab.to_str().unwrap(), "--limit", "rack:r1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--limit leaves out 2 of its 4 hosts (h3, h4)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn a_bad_playbook_is_reported_with_its_location_and_nothing_runs() {
     let dir = std::env::temp_dir().join(format!("mltctl-play-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

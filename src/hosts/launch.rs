@@ -191,45 +191,81 @@ pub fn wait_host(plan: &Plan, rank: usize, options: &Options) -> (HostResult, Op
     (out, status)
 }
 
-/// Starts the transport on `hosts`, waits for each, and returns every host's result
-/// and, if all are ready, what the launcher needs.
+/// Starts the transport on `hosts` (every host of the job), waits for each, and returns
+/// every host's result and, if all are ready, what the launcher needs.
+///
+/// A job without all its ranks cannot form, so launch is all or nothing: if a host
+/// fails to start, nobody is waited for, and if any host fails, the transports that
+/// did start are stopped again.
 pub fn launch(
     plan: &Plan,
     hosts: &[usize],
     options: &Options,
     on_progress: &mut dyn FnMut(Progress<'_, HostResult>),
 ) -> (Vec<HostResult>, Option<Launched>) {
-    let started = parallel::run(
+    let mut results = parallel::run(
         hosts,
         options.forks,
         |&rank| start_host(plan, rank, options),
         on_progress,
     );
     // (slot in `hosts`, rank) of every host whose transport started.
-    let ok: Vec<(usize, usize)> = hosts
+    let started: Vec<(usize, usize)> = hosts
         .iter()
-        .zip(&started)
         .enumerate()
-        .filter(|(_, (_, r))| r.status == HostStatus::Changed)
-        .map(|(slot, (&rank, _))| (slot, rank))
+        .filter(|&(slot, _)| results[slot].status == HostStatus::Changed)
+        .map(|(slot, &rank)| (slot, rank))
         .collect();
-    let waited = parallel::run(
-        &ok,
-        options.forks.max(ok.len()),
-        |&(_, rank)| wait_host(plan, rank, options),
+    let mut pids = BTreeMap::new();
+    if started.len() == hosts.len() {
+        let waited = parallel::run(
+            &started,
+            options.forks.max(started.len()),
+            |&(_, rank)| wait_host(plan, rank, options),
+            &mut |_| {},
+        );
+        for (&(slot, rank), (result, status)) in started.iter().zip(waited) {
+            if let Some(status) = status {
+                pids.insert(rank, status.pid);
+            }
+            results[slot] = result;
+        }
+    }
+    let missing: Vec<&str> = results
+        .iter()
+        .filter(|r| r.status != HostStatus::Changed)
+        .map(|r| r.host.as_str())
+        .collect();
+    if missing.is_empty() {
+        return (results, Some(launched(plan, options, &pids)));
+    }
+    let why = format!("the job cannot form without {}", missing.join(", "));
+    let stopped = parallel::run(
+        &started,
+        options.forks,
+        |&(_, rank)| stop_host(plan, rank, &options.ssh, &options.remote),
         &mut |_| {},
     );
-    let mut results = started;
-    let mut pids = BTreeMap::new();
-    for ((slot, rank), (result, status)) in ok.into_iter().zip(waited) {
-        if let Some(status) = status {
-            pids.insert(rank, status.pid);
+    for (&(slot, _), stop) in started.iter().zip(stopped) {
+        let result = &mut results[slot];
+        match (result.status, stop.message) {
+            (HostStatus::Changed, None) => {
+                result.status = HostStatus::Ok;
+                result.message = Some(format!("started, then stopped again: {why}"));
+            }
+            (_, None) => {
+                let message = result.message.take().unwrap_or_default();
+                result.message = Some(format!("{message}; stopped again"));
+            }
+            (_, Some(e)) => {
+                result.status = HostStatus::Failed;
+                let message = result.message.take().unwrap_or_else(|| why.clone());
+                result.message = Some(format!("{message}; could not stop it again: {e}"));
+            }
         }
-        results[slot] = result;
+        result.pid = None;
     }
-    let all_ready = results.iter().all(|r| r.status == HostStatus::Changed);
-    let launched = all_ready.then(|| launched(plan, options, &pids));
-    (results, launched)
+    (results, None)
 }
 
 fn launched(plan: &Plan, options: &Options, pids: &BTreeMap<usize, u32>) -> Launched {

@@ -433,4 +433,42 @@ fn errors() {
     );
     assert!(got[..3].iter().all(|(_, s)| s == "changed"), "{got:?}");
     assert_eq!(host_state(&fabric, 3), before[3]);
+
+    // Launch without h4: the job cannot form, so the transports that started on the
+    // others are stopped again and no launcher output is printed.
+    let out = fabric.host_command(
+        "launch",
+        &inventory,
+        &["--connect-timeout", "3", "--ready-timeout", "30"],
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("h4 (192.168.77.14:22): unreachable"),
+        "{stderr}"
+    );
+    for (i, host) in HOSTS.iter().enumerate().take(3) {
+        assert!(
+            stderr.contains(&format!(
+                "{} ({}:22): ok: started, then stopped again: the job cannot form without h4",
+                host.name,
+                fabric::mgmt_ip(i)
+            )),
+            "{stderr}"
+        );
+        let config = fabric
+            .remote_dir
+            .join(format!("{}.transport.json", host.name));
+        let serving = std::process::Command::new("pgrep")
+            .args(["-f", &format!("serve --config {}", config.display())])
+            .output()
+            .unwrap();
+        assert!(
+            serving.stdout.is_empty(),
+            "{} still serves: {}",
+            host.name,
+            String::from_utf8_lossy(&serving.stdout)
+        );
+    }
 }

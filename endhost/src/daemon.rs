@@ -292,16 +292,38 @@ pub fn stop(pid_file: &Path, grace: std::time::Duration) -> io::Result<Option<u3
         }
         Ok(())
     };
+    let wait_for_end = |limit: std::time::Duration| {
+        let deadline = Instant::now() + limit;
+        while !ended(pid) && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        ended(pid)
+    };
     signal(libc::SIGTERM)?;
-    let deadline = Instant::now() + grace;
-    while running(pid_file).is_some() && Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    if running(pid_file).is_some() {
+    if !wait_for_end(grace) {
         signal(libc::SIGKILL)?;
+        if !wait_for_end(std::time::Duration::from_secs(5)) {
+            return Err(io::Error::other(format!(
+                "process {pid} did not end after SIGKILL"
+            )));
+        }
     }
     let _ = std::fs::remove_file(pid_file);
     Ok(Some(pid))
+}
+
+/// Whether process `pid` has ended: gone, or a zombie. Not earlier — an exiting
+/// process drops its memory (and with it its cmdline) before it closes its files, and a
+/// transport started next must find the old one's ports free.
+fn ended(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // The state follows the command name, which is in parentheses and may hold any byte.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    matches!(state, None | Some("Z" | "X"))
 }
 
 /// Waits until the transport behind `socket` answers, or its process (in `pid_file`)
@@ -333,5 +355,30 @@ pub fn wait_ready(
             ));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_has_ended_once_it_is_a_zombie_or_gone() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!ended(pid));
+        // SAFETY: kill(2) on our own child, which is not reaped yet.
+        assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) }, 0);
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while !ended(pid) && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(ended(pid), "killed and unreaped, it must be a zombie");
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+        child.wait().unwrap();
+        assert!(ended(pid));
     }
 }

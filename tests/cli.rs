@@ -243,13 +243,38 @@ fn plan_host_network_and_ipmac_are_what_the_host_agent_and_transport_read() {
             .iter()
             .all(|a| a.as_str().unwrap().ends_with("/32"))
     );
-    assert_eq!(plan["neighbours"][0]["ip"], "10.1.2.1");
+    // Static neighbours: the gateway, then the MAC map the IP=MAC file holds.
+    let neighbours: Vec<String> = plan["neighbours"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            format!(
+                "{}={}",
+                n["ip"].as_str().unwrap(),
+                n["mac"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(neighbours[0], "10.1.2.1=02:00:0a:01:02:01");
+    let out = mltctl(&["plan", "-i", lab, "--host", "h3", "--ipmac"]);
+    assert_eq!(
+        text(&out.stdout).lines().collect::<Vec<_>>(),
+        neighbours[1..]
+    );
     let out = mltctl(&["plan", "-i", lab, "--host", "h1", "--ipmac"]);
     let ipmac = text(&out.stdout);
-    // In the rack: the peer's own MAC; across racks: the gateway's, for every path.
+    // The peer's own MAC for its IP in the rack; the gateway's for every other address,
+    // path addresses of a peer in the rack included (they are routed through the leaf).
     assert!(ipmac.contains("10.1.1.12=02:00:0a:01:01:0c\n"), "{ipmac}");
+    assert!(ipmac.contains("10.200.0.2=02:00:0a:01:01:01\n"), "{ipmac}");
     assert!(ipmac.contains("10.1.2.11=02:00:0a:01:01:01\n"), "{ipmac}");
-    assert_eq!(ipmac.lines().count(), 1 + 2 * 3, "{ipmac}");
+    assert!(ipmac.contains("10.200.0.13=02:00:0a:01:01:01\n"), "{ipmac}");
+    assert_eq!(
+        ipmac.lines().count(),
+        3 * (1 + 2),
+        "three peers, each its IP and two path addresses: {ipmac}"
+    );
 }
 
 #[test]

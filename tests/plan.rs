@@ -7,11 +7,11 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use common::fixture;
-use endhost::config::TransportConfig;
+use endhost::config::{DatapathKind, TransportConfig};
 use mltctl::generate::{FabricSize, fabric_yaml};
 use mltctl::inventory::{self, Inventory, LoadError};
 use mltctl::plan::thresholds::mm1m_loss;
-use mltctl::plan::{Plan, ThresholdProfile};
+use mltctl::plan::{Plan, ThresholdProfile, hosts};
 use switch_config::StaticRoute;
 
 fn load(relative: &str) -> Inventory {
@@ -338,11 +338,6 @@ fn ranks_follow_racks_and_mac_maps_pick_the_next_hop() {
                     me.name, other.name
                 );
                 assert_eq!(peer.paths, vec![other.nic.ip]);
-                assert!(
-                    me.neighbours
-                        .iter()
-                        .any(|n| n.ip == other.nic.ip && n.mac == other.nic.mac)
-                );
             } else {
                 assert_eq!(peer.next_hop_mac, plan.racks[me.rack].gateway_mac);
                 let expected: Vec<Ipv4Addr> = other
@@ -355,11 +350,42 @@ fn ranks_follow_racks_and_mac_maps_pick_the_next_hop() {
                 assert!(!peer.paths.is_empty());
             }
         }
-        assert!(
-            me.neighbours
+        // The MAC map: every peer IP with the transport's next hop, every reachable
+        // path address of a peer (in the rack too) with the gateway's MAC.
+        let mut expected = Vec::new();
+        for peer in &config.peers {
+            let other = &plan.hosts[peer.rank as usize];
+            expected.push((peer.ip, peer.next_hop_mac));
+            for p in other
+                .path_addresses
                 .iter()
-                .any(|n| n.ip == me.gateway.ip && n.mac == me.gateway.mac)
+                .filter(|p| my_spines.contains(&p.spine))
+            {
+                expected.push((p.address, me.gateway.mac));
+            }
+        }
+        let map: Vec<_> = hosts::mac_map(&plan, rank)
+            .iter()
+            .map(|n| (n.ip, n.mac))
+            .collect();
+        assert_eq!(map, expected, "{}", me.name);
+        let network = hosts::network_plan(&plan, rank, DatapathKind::Udp);
+        let neighbours: Vec<_> = network.neighbours.iter().map(|n| (n.ip, n.mac)).collect();
+        assert_eq!(neighbours[0], (me.gateway.ip, me.gateway.mac));
+        assert_eq!(neighbours[1..], expected[..], "{}", me.name);
+    }
+    // --explain counts each host's map without building it; the counts must agree.
+    let layer_names: Vec<String> = (0..plan.job.tagging.layers)
+        .map(|l| format!("layer{l}"))
+        .collect();
+    let explained = mltctl::plan::explain::explain(&plan, &layer_names);
+    for (rank, me) in plan.hosts.iter().enumerate() {
+        let count = format!(
+            "and {} peer addresses (plan --host {} --ipmac)",
+            hosts::mac_map(&plan, rank).len(),
+            me.name
         );
+        assert!(explained.contains(&count), "{count}\n{explained}");
     }
     // The 25G leaf ports set the line rate of rack r2's hosts.
     let b1 = plan.transport_config(plan.host_rank("b1").unwrap());

@@ -192,6 +192,19 @@ fn switches(out: &mut String, plan: &Plan) {
 
 fn hosts(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "\nHosts: what would be configured");
+    // Per rack, the path addresses (of all hosts) on its spines: a host's MAC map holds
+    // those of its peers and every peer IP, counted here without building each map.
+    let rack_paths: Vec<usize> = plan
+        .racks
+        .iter()
+        .map(|rack| {
+            plan.hosts
+                .iter()
+                .flat_map(|h| &h.path_addresses)
+                .filter(|p| rack.spines.contains(&p.spine))
+                .count()
+        })
+        .collect();
     for h in &plan.hosts {
         let paths = h
             .path_addresses
@@ -209,12 +222,16 @@ fn hosts(out: &mut String, plan: &Plan) {
             h.nic.mac,
             joined(paths, ", ")
         );
-        let neighbours = h.neighbours.iter().map(|n| format!("{}={}", n.ip, n.mac));
         let routes = h
             .routes
             .iter()
             .map(|r| format!("{} via {}", r.prefix, r.via));
-        let _ = writeln!(out, "  neighbours {}", joined(neighbours, ", "));
+        let peer_addresses = plan.hosts.len() - 1 + rack_paths[h.rack] - h.path_addresses.len();
+        let _ = writeln!(
+            out,
+            "  neighbours gateway {}={} and {peer_addresses} peer addresses (plan --host {} --ipmac)",
+            h.gateway.ip, h.gateway.mac, h.name
+        );
         let _ = writeln!(out, "  routes     {}", joined(routes, "; "));
     }
 }

@@ -2,10 +2,11 @@
 //! (DESIGN §4.4).
 //!
 //! A host reaches peers in its rack directly and everything else through its rack's
-//! gateway, so its MAC map is: peer IP → peer MAC inside the rack, any other address →
-//! gateway MAC. The kernel needs only the in-rack part as static neighbours; the
-//! transport's full per-peer view is expanded on demand by [`transport_config`], since
-//! writing it for every host would grow with hosts² × spines.
+//! gateway, so its MAC map is: peer IP → peer MAC inside the rack, any other peer IP or
+//! path address → gateway MAC. The map grows with hosts × spines per host, so it is not
+//! stored in the plan but expanded for one host at a time ([`mac_map`]); the kernel's
+//! static neighbours ([`network_plan`]) and the transport's IP=MAC file ([`ip_mac`]) are
+//! both that one map.
 
 use std::net::Ipv4Addr;
 
@@ -31,8 +32,6 @@ pub struct HostPlan {
     pub gateway: Neighbour,
     /// One address per spine the rack reaches, to be added to the data NIC as /32.
     pub path_addresses: Vec<PathAddress>,
-    /// Static neighbours: the gateway and every other host in the rack.
-    pub neighbours: Vec<Neighbour>,
     pub routes: Vec<HostRoute>,
     pub cores: Vec<u32>,
 }
@@ -93,17 +92,6 @@ pub fn plan_hosts(inv: &Inventory, topo: &Topology) -> Vec<HostPlan> {
         }
         for &h in &topo.rack_hosts[r] {
             let host = &inv.hosts[h];
-            let neighbours = std::iter::once(gateway)
-                .chain(
-                    topo.rack_hosts[r]
-                        .iter()
-                        .filter(|&&peer| peer != h)
-                        .map(|&peer| Neighbour {
-                            ip: inv.hosts[peer].nic.ip,
-                            mac: inv.hosts[peer].nic.mac,
-                        }),
-                )
-                .collect();
             plans.push(HostPlan {
                 name: host.name.clone(),
                 rack: r,
@@ -124,7 +112,6 @@ pub fn plan_hosts(inv: &Inventory, topo: &Topology) -> Vec<HostPlan> {
                     .into_iter()
                     .map(|(spine, address)| PathAddress { spine, address })
                     .collect(),
-                neighbours,
                 routes: routes.clone(),
                 cores: host.cores.clone(),
             });
@@ -194,9 +181,8 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
         mac: me.nic.mac,
         mtu: me.nic.mtu,
         addresses: std::iter::once(own).chain(paths).collect(),
-        neighbours: me
-            .neighbours
-            .iter()
+        neighbours: std::iter::once(me.gateway)
+            .chain(mac_map(plan, rank))
             .map(|n| agent::plan::Neighbour {
                 ip: n.ip,
                 mac: n.mac,
@@ -218,17 +204,42 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
     }
 }
 
-/// The transport's `IP=MAC` file (OptiReduce's format): every address host `rank`
-/// sends to, with the MAC of its next hop.
-pub fn ip_mac(plan: &Plan, rank: usize) -> String {
-    let config = transport_config(plan, rank);
-    let mut out = String::new();
-    for peer in &config.peers {
-        let mut addresses = vec![peer.ip];
-        addresses.extend(peer.paths.iter().filter(|&&p| p != peer.ip));
-        for ip in addresses {
-            out.push_str(&format!("{ip}={}\n", peer.next_hop_mac));
-        }
+/// Host `rank`'s MAC map: every peer IP, and every path address of a peer on a spine
+/// this host's rack reaches, with the MAC of the next hop — the peer itself for the IP
+/// of a peer in the rack, the rack's gateway for everything else (a path address is
+/// routed through the leaf even when its host shares the rack).
+pub fn mac_map(plan: &Plan, rank: usize) -> Vec<Neighbour> {
+    let me = &plan.hosts[rank];
+    let my_spines = &plan.racks[me.rack].spines;
+    let mut map = Vec::new();
+    for peer in plan.hosts.iter().filter(|peer| peer.rank != me.rank) {
+        let mac = if peer.rack == me.rack {
+            peer.nic.mac
+        } else {
+            me.gateway.mac
+        };
+        map.push(Neighbour {
+            ip: peer.nic.ip,
+            mac,
+        });
+        map.extend(
+            peer.path_addresses
+                .iter()
+                .filter(|p| my_spines.contains(&p.spine))
+                .map(|p| Neighbour {
+                    ip: p.address,
+                    mac: me.gateway.mac,
+                }),
+        );
     }
-    out
+    map
+}
+
+/// The transport's `IP=MAC` file (OptiReduce's format): host `rank`'s MAC map, a line
+/// per address.
+pub fn ip_mac(plan: &Plan, rank: usize) -> String {
+    mac_map(plan, rank)
+        .iter()
+        .map(|n| format!("{}={}\n", n.ip, n.mac))
+        .collect()
 }

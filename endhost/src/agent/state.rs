@@ -1,6 +1,7 @@
 //! The difference between what a host's kernel has and what its plan wants, as a list
 //! of changes the agent can apply and undo. Pure: no netlink here.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::net::Ipv4Addr;
 
@@ -195,9 +196,16 @@ pub fn diff(plan: &HostNetworkPlan, observed: &Observed) -> Result<Vec<Change>, 
             changes.push(Change::AddAddress { net });
         }
     }
+    // Indexed: a host's MAC map holds every peer address (tens of thousands on a
+    // large fabric).
+    let mut observed_neighbours = HashMap::with_capacity(observed.neighbours.len());
+    for n in &observed.neighbours {
+        observed_neighbours.entry(n.ip).or_insert(n);
+    }
+    let planned_neighbours: HashSet<Ipv4Addr> = plan.neighbours.iter().map(|n| n.ip).collect();
     for want in &plan.neighbours {
         let (ip, mac) = (want.ip, want.mac);
-        match observed.neighbours.iter().find(|n| n.ip == ip) {
+        match observed_neighbours.get(&ip) {
             Some(n) if n.mac == Some(mac) && n.permanent => {}
             Some(n) if n.permanent && !n.ours => conflicts.push(Conflict(format!(
                 "{} has a static neighbour {ip} lladdr {} that mltctl did not create; the plan wants {mac}",
@@ -240,7 +248,7 @@ pub fn diff(plan: &HostNetworkPlan, observed: &Observed) -> Result<Vec<Change>, 
         }
     }
     for n in observed.neighbours.iter().filter(|n| n.ours) {
-        if let (false, Some(mac)) = (plan.neighbours.iter().any(|p| p.ip == n.ip), n.mac) {
+        if let (false, Some(mac)) = (planned_neighbours.contains(&n.ip), n.mac) {
             changes.push(Change::RemoveNeighbour { ip: n.ip, mac });
         }
     }

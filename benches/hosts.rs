@@ -19,10 +19,9 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Scratch, print, row, runs_from_args, step_row};
+use common::{Scratch, large_fabric, print, row, runs_from_args, step_row};
 use endhost::agent::{self, HostNetworkPlan, Status, dpdk::Sysfs};
 use endhost::config::DatapathKind;
-use mltctl::generate::{FabricSize, fabric_yaml};
 use mltctl::inventory;
 use mltctl::plan::Plan;
 use mltctl::plan::hosts::network_plan;
@@ -121,15 +120,7 @@ fn main() {
     }
     let runs = runs_from_args(5);
     let scratch = Scratch::new("hosts");
-    let size = FabricSize {
-        spines: 16,
-        leaves: 64,
-        hosts_per_leaf: 32,
-        layers: 161,
-        params_per_layer: 158_000,
-    };
-    let fabric = scratch.0.join("fabric-2048.yaml");
-    std::fs::write(&fabric, fabric_yaml(size).expect("generate")).expect("write inventory");
+    let fabric = large_fabric(&scratch.0);
     let plan = Plan::build(&inventory::load(&fabric).expect("the generated fabric is valid"));
     let host = network_plan(&plan, 0, DatapathKind::Udp);
     let script = scratch.0.join("h1.batch");

@@ -11,8 +11,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Scratch, command_row, print, runs_from_args, step_row};
-use mltctl::generate::{FabricSize, fabric_yaml};
+use common::{Scratch, command_row, large_fabric, print, runs_from_args, step_row};
 use mltctl::inventory;
 use mltctl::plan::Plan;
 
@@ -22,15 +21,7 @@ const GOAL_PEAK_MIB: f64 = 200.0;
 fn main() {
     let runs = runs_from_args(9);
     let scratch = Scratch::new("plan");
-    let file = scratch.0.join("fabric-2048.yaml");
-    let size = FabricSize {
-        spines: 16,
-        leaves: 64,
-        hosts_per_leaf: 32,
-        layers: 161,
-        params_per_layer: 158_000,
-    };
-    std::fs::write(&file, fabric_yaml(size).expect("generate")).expect("write inventory");
+    let file = large_fabric(&scratch.0);
     let binary = Path::new(env!("CARGO_BIN_EXE_mltctl"));
     let inv = file.to_str().expect("UTF-8 path");
     let inventory = inventory::load(&file).expect("the generated fabric is valid");

@@ -118,6 +118,22 @@ pub fn print(title: &str, rows: &[Row], extra: serde_json::Value) {
     println!("{json}");
 }
 
+/// The 16-spine, 64-leaf, 2,048-host fabric (a ResNet-152-sized job) written to
+/// `dir/fabric-2048.yaml`; returns that path.
+pub fn large_fabric(dir: &Path) -> std::path::PathBuf {
+    let size = mltctl::generate::FabricSize {
+        spines: 16,
+        leaves: 64,
+        hosts_per_leaf: 32,
+        layers: 161,
+        params_per_layer: 158_000,
+    };
+    let file = dir.join("fabric-2048.yaml");
+    let yaml = mltctl::generate::fabric_yaml(size).expect("generate");
+    std::fs::write(&file, yaml).expect("write inventory");
+    file
+}
+
 /// A scratch directory removed when dropped.
 pub struct Scratch(pub std::path::PathBuf);
 

@@ -248,14 +248,19 @@ pub fn launch(
     );
     for (&(slot, _), stop) in started.iter().zip(stopped) {
         let result = &mut results[slot];
+        let stopped = if stop.status == HostStatus::Changed {
+            "stopped again"
+        } else {
+            "it is no longer running"
+        };
         match (result.status, stop.message) {
             (HostStatus::Changed, None) => {
                 result.status = HostStatus::Ok;
-                result.message = Some(format!("started, then stopped again: {why}"));
+                result.message = Some(format!("started, then {stopped}: {why}"));
             }
             (_, None) => {
                 let message = result.message.take().unwrap_or_default();
-                result.message = Some(format!("{message}; stopped again"));
+                result.message = Some(format!("{message}; {stopped}"));
             }
             (_, Some(e)) => {
                 result.status = HostStatus::Failed;

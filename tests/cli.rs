@@ -278,6 +278,35 @@ fn plan_host_network_and_ipmac_are_what_the_host_agent_and_transport_read() {
 }
 
 #[test]
+fn the_inventorys_dpdk_driver_is_what_bootstrap_binds_the_nic_to() {
+    let small = std::fs::read_to_string(fixture("tests/inventories/valid/small.yaml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("mltctl-driver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut drivers = Vec::new();
+    for datapath in [
+        "{kind: dpdk}",
+        "{kind: dpdk, driver: vfio-pci}",
+        "{kind: dpdk, driver: mlx5}",
+    ] {
+        let inventory = dir.join("dpdk.yaml");
+        std::fs::write(&inventory, format!("{small}  datapath: {datapath}\n")).unwrap();
+        let out = mltctl(&[
+            "plan",
+            "-i",
+            inventory.to_str().unwrap(),
+            "--host",
+            "h1",
+            "--network",
+        ]);
+        assert!(out.status.success(), "{datapath}: {}", text(&out.stderr));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        drivers.push(plan["dpdk"]["driver"].as_str().unwrap().to_string());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(drivers, ["vfio-pci", "vfio-pci", "mlx5_core"]);
+}
+
+#[test]
 fn env_prints_optireduce_and_mlt_variables_for_one_host() {
     let lab = fixture("inventory/lab.yaml");
     let out = mltctl(&["env", "-i", lab.to_str().unwrap(), "--host", "h2"]);

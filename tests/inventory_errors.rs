@@ -82,6 +82,9 @@ invalid_inventories! {
     threshold_over_the_buffer: "threshold-over-buffer" => [
         "70:50: limit_bytes 2048000 is larger than the 1048576-byte buffer of switch spine1",
     ];
+    unknown_dpdk_driver: "unknown-dpdk-driver" => [
+        "69:34: unknown DPDK driver `ixgbe` (expected vfio-pci or mlx5)",
+    ];
     unknown_vendor: "unknown-vendor" => [
         "40:13: unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)",
     ];

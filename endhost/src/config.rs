@@ -187,6 +187,9 @@ pub struct Datapath {
     pub rx_queues: u16,
     pub rx_ring: u16,
     pub tx_ring: u16,
+    /// How a DPDK host's NIC is given to DPDK (bootstrap binds it).
+    #[serde(default)]
+    pub driver: DpdkDriver,
 }
 
 impl Default for Datapath {
@@ -196,6 +199,29 @@ impl Default for Datapath {
             rx_queues: 4,
             rx_ring: 8192,
             tx_ring: 128,
+            driver: DpdkDriver::default(),
+        }
+    }
+}
+
+/// The kernel driver a DPDK host's NIC is bound to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DpdkDriver {
+    /// vfio-pci (needs the IOMMU): DPDK owns the NIC and the kernel loses its interface.
+    #[default]
+    VfioPci,
+    /// NVIDIA ConnectX, bifurcated: the NIC stays with mlx5_core, whose interface keeps
+    /// the kernel's traffic (ARP, the control channel) while DPDK's mlx5 PMD shares it.
+    Mlx5,
+}
+
+impl DpdkDriver {
+    /// The Linux driver name (`/sys/bus/pci/drivers/NAME`).
+    pub fn kernel_driver(self) -> &'static str {
+        match self {
+            DpdkDriver::VfioPci => "vfio-pci",
+            DpdkDriver::Mlx5 => "mlx5_core",
         }
     }
 }

@@ -174,6 +174,7 @@ pub struct Datapath {
     pub rx_queues: Option<Spanned<u64>>,
     pub rx_ring: Option<Spanned<u64>>,
     pub tx_ring: Option<Spanned<u64>>,
+    pub driver: Option<Text>,
 }
 
 /// Inputs of the threshold model (MLT Appendix B).

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use endhost::config::{
-    Collective, Datapath, DatapathKind, Importance, Ports, RateControl, Timeouts,
+    Collective, Datapath, DatapathKind, DpdkDriver, Importance, Ports, RateControl, Timeouts,
 };
 use endhost::{MacAddr, PciAddr};
 use ipnet::Ipv4Net;

@@ -199,7 +199,7 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
         dpdk: (datapath == DatapathKind::Dpdk).then(|| DpdkPrep {
             pci: me.nic.pci,
             hugepages_2m: plan.job.datapath.hugepages_2m(),
-            driver: "vfio-pci".into(),
+            driver: plan.job.datapath.driver.kernel_driver().into(),
         }),
     }
 }

@@ -59,6 +59,20 @@ impl Sysfs {
         ]
     }
 
+    /// Why the kernel has nothing to configure for the NIC: it is bound to its DPDK
+    /// driver and has no network interface (vfio-pci; a bifurcated mlx5 NIC keeps one).
+    pub fn owned_by_dpdk(&self, prep: &DpdkPrep) -> Option<String> {
+        let device = self.path(&format!("bus/pci/devices/{}", prep.pci));
+        let bound = current_driver(&device).is_some_and(|d| d == prep.driver);
+        let interfaces = fs::read_dir(device.join("net")).map_or(0, |d| d.count());
+        (bound && interfaces == 0).then(|| {
+            format!(
+                "{} is bound to {} and has no kernel interface",
+                prep.pci, prep.driver
+            )
+        })
+    }
+
     fn iommu(&self, prep: &DpdkPrep) -> Step {
         let groups = fs::read_dir(self.path("kernel/iommu_groups"))
             .map(|d| d.count())
@@ -202,6 +216,97 @@ mod tests {
             hugepages_2m: 512,
             driver: "vfio-pci".into(),
         }
+    }
+
+    /// A sysfs tree with an IOMMU, `hugepages` 2 MiB pages, the vfio-pci and mlx5_core
+    /// drivers, and device 0000:3b:00.0 bound to `driver`, with a kernel interface
+    /// when `interface` is given. Removed when dropped.
+    struct FakeSysfs(Sysfs);
+
+    impl FakeSysfs {
+        fn new(test: &str, hugepages: u32, driver: &str, interface: Option<&str>) -> FakeSysfs {
+            let root =
+                std::env::temp_dir().join(format!("mltctl-sysfs-{test}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&root);
+            let huge = root.join("kernel/mm/hugepages/hugepages-2048kB");
+            fs::create_dir_all(&huge).unwrap();
+            fs::write(huge.join("nr_hugepages"), format!("{hugepages}\n")).unwrap();
+            fs::create_dir_all(root.join("kernel/iommu_groups/12")).unwrap();
+            for name in ["vfio-pci", "mlx5_core"] {
+                fs::create_dir_all(root.join("bus/pci/drivers").join(name)).unwrap();
+            }
+            let device = root.join("bus/pci/devices/0000:3b:00.0");
+            fs::create_dir_all(&device).unwrap();
+            std::os::unix::fs::symlink(
+                root.join("bus/pci/drivers").join(driver),
+                device.join("driver"),
+            )
+            .unwrap();
+            if let Some(interface) = interface {
+                fs::create_dir_all(device.join("net").join(interface)).unwrap();
+            }
+            FakeSysfs(Sysfs { root })
+        }
+    }
+
+    impl Drop for FakeSysfs {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0.root);
+        }
+    }
+
+    #[test]
+    fn a_nic_bound_to_vfio_pci_is_dpdks_and_its_network_part_is_skipped() {
+        let sysfs = FakeSysfs::new("vfio", 512, "vfio-pci", None);
+        let why = sysfs.0.owned_by_dpdk(&prep()).expect("no kernel interface");
+        assert_eq!(
+            why,
+            "0000:3b:00.0 is bound to vfio-pci and has no kernel interface"
+        );
+        // The agent then leaves netlink alone (this test has no NIC named ens1f0) and
+        // finds every DPDK step done.
+        let plan = crate::agent::HostNetworkPlan {
+            host: "h1".into(),
+            nic: "ens1f0".into(),
+            mac: "02:00:0a:01:01:0b".parse().unwrap(),
+            mtu: 9000,
+            addresses: vec!["10.1.1.11/24".parse().unwrap()],
+            neighbours: vec![],
+            routes: vec![],
+            dpdk: Some(prep()),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let report = runtime.block_on(crate::agent::configure(&plan, false, &sysfs.0));
+        assert_eq!(report.error, None);
+        assert_eq!(report.status, crate::agent::Status::Ok);
+        assert_eq!(report.network_skipped.as_deref(), Some(why.as_str()));
+        assert!(report.dpdk.iter().all(|s| s.status == StepStatus::Ok));
+        assert!(crate::agent::render(&report, false).contains("network: skipped: 0000:3b:00.0"));
+    }
+
+    #[test]
+    fn a_bifurcated_mlx5_nic_keeps_its_interface_and_its_driver() {
+        let sysfs = FakeSysfs::new("mlx5", 512, "mlx5_core", Some("ens1f0"));
+        let mlx5 = DpdkPrep {
+            driver: "mlx5_core".into(),
+            ..prep()
+        };
+        assert_eq!(sysfs.0.owned_by_dpdk(&mlx5), None);
+        let steps = sysfs.0.prepare(&mlx5, false);
+        assert!(
+            steps.iter().all(|s| s.status == StepStatus::Ok),
+            "{steps:?}"
+        );
+        assert_eq!(steps[2].action, "0000:3b:00.0 is bound to mlx5_core");
+        // The same NIC planned for vfio-pci would be rebound, which check mode reports.
+        let steps = sysfs.0.prepare(&prep(), true);
+        assert_eq!(steps[2].status, StepStatus::WouldChange);
+        assert_eq!(
+            steps[2].action,
+            "bind 0000:3b:00.0 to vfio-pci (now mlx5_core)"
+        );
     }
 
     #[test]

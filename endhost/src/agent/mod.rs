@@ -48,6 +48,9 @@ pub struct Report {
     pub conflicts: Vec<Conflict>,
     /// DPDK preparation steps, when the plan has them.
     pub dpdk: Vec<Step>,
+    /// Why the kernel's part was not configured: the NIC is DPDK's, with no interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_skipped: Option<String>,
     pub error: Option<String>,
     /// The changes were made and then undone after a failure.
     pub rolled_back: bool,
@@ -64,10 +67,18 @@ pub async fn configure(plan: &HostNetworkPlan, check: bool, sysfs: &Sysfs) -> Re
         changes: Vec::new(),
         conflicts: Vec::new(),
         dpdk: Vec::new(),
+        network_skipped: None,
         error: None,
         rolled_back: false,
     };
-    if let Err(e) = configure_network(plan, check, &mut report).await {
+    // A NIC bound to vfio-pci by an earlier run has no kernel interface left to configure.
+    report.network_skipped = plan
+        .dpdk
+        .as_ref()
+        .and_then(|prep| sysfs.owned_by_dpdk(prep));
+    if report.network_skipped.is_none()
+        && let Err(e) = configure_network(plan, check, &mut report).await
+    {
         report.error = Some(e);
         return report;
     }
@@ -181,6 +192,9 @@ pub fn render(report: &Report, diff: bool) -> String {
         for change in &report.changes {
             let _ = writeln!(out, "  {change}");
         }
+    }
+    if let Some(why) = &report.network_skipped {
+        let _ = writeln!(out, "  network: skipped: {why}");
     }
     for conflict in &report.conflicts {
         let _ = writeln!(out, "  conflict: {conflict}");

@@ -23,7 +23,8 @@ pub struct HostNetworkPlan {
     pub mtu: u16,
     /// The NIC's own address (rack subnet) and its path addresses (/32, one per spine).
     pub addresses: Vec<Ipv4Net>,
-    /// Static neighbours: the rack gateway and the other hosts of the rack.
+    /// Static neighbours: the rack gateway, then the host's MAC map (every peer IP and
+    /// peer path address with its next hop's MAC).
     pub neighbours: Vec<Neighbour>,
     /// Remote racks' subnets and the path pool, through the rack gateway.
     pub routes: Vec<Route>,

@@ -346,16 +346,12 @@ impl Validator<'_> {
 
     fn datapath(&mut self, d: Option<&raw::Datapath>) -> Option<Datapath> {
         let defaults = Datapath::default();
-        let kind = match d.and_then(|d| d.kind.as_ref()) {
-            None => Some(defaults.kind),
-            Some(k) if k.as_str() == "udp" => Some(DatapathKind::Udp),
-            Some(k) if k.as_str() == "dpdk" => Some(DatapathKind::Dpdk),
-            Some(k) => {
-                let msg = format!("unknown datapath `{}` (expected udp or dpdk)", **k);
-                self.error(k.span(), msg);
-                None
-            }
-        };
+        let kind = self.keyword(
+            d.and_then(|d| d.kind.as_ref()),
+            "datapath",
+            &[("udp", DatapathKind::Udp), ("dpdk", DatapathKind::Dpdk)],
+            defaults.kind,
+        );
         let rx_queues = self.int_or(
             &d.and_then(|d| d.rx_queues.clone()),
             "training.datapath.rx_queues",
@@ -372,12 +368,42 @@ impl Validator<'_> {
             "tx_ring",
             defaults.tx_ring,
         );
+        let driver = self.keyword(
+            d.and_then(|d| d.driver.as_ref()),
+            "DPDK driver",
+            &[
+                ("vfio-pci", DpdkDriver::VfioPci),
+                ("mlx5", DpdkDriver::Mlx5),
+            ],
+            defaults.driver,
+        );
         Some(Datapath {
             kind: kind?,
             rx_queues: rx_queues?,
             rx_ring: rx_ring?,
             tx_ring: tx_ring?,
+            driver: driver?,
         })
+    }
+
+    /// One of two `choices` by name, or `default` when not given.
+    fn keyword<T: Copy>(
+        &mut self,
+        given: Option<&raw::Text>,
+        what: &str,
+        choices: &[(&str, T); 2],
+        default: T,
+    ) -> Option<T> {
+        let Some(text) = given else {
+            return Some(default);
+        };
+        if let Some(&(_, value)) = choices.iter().find(|(name, _)| *name == text.as_str()) {
+            return Some(value);
+        }
+        let [(first, _), (second, _)] = choices;
+        let msg = format!("unknown {what} `{}` (expected {first} or {second})", **text);
+        self.error(text.span(), msg);
+        None
     }
 
     fn ring(&mut self, given: Option<&Spanned<u64>>, field: &str, default: u16) -> Option<u16> {

@@ -211,8 +211,8 @@ pub enum DpdkDriver {
     /// vfio-pci (needs the IOMMU): DPDK owns the NIC and the kernel loses its interface.
     #[default]
     VfioPci,
-    /// NVIDIA ConnectX, bifurcated: the NIC stays with mlx5_core, whose interface keeps
-    /// the kernel's traffic (ARP, the control channel) while DPDK's mlx5 PMD shares it.
+    /// NVIDIA ConnectX, flow bifurcation: the NIC stays with mlx5_core and keeps its
+    /// kernel interface, which DPDK's mlx5 PMD shares.
     Mlx5,
 }
 

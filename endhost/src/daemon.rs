@@ -282,6 +282,12 @@ pub fn stop(pid_file: &Path, grace: std::time::Duration) -> io::Result<Option<u3
         let _ = std::fs::remove_file(pid_file);
         return Ok(None);
     };
+    // The process's start time tells it from a later one that reuses its pid.
+    let started = process_state(pid).map(|(_, started)| started);
+    let ended = || match process_state(pid) {
+        None => true,
+        Some((state, start)) => matches!(state, 'Z' | 'X') || Some(start) != started,
+    };
     let signal = |sig| {
         // SAFETY: kill(2) on a pid we just checked is an endhost serve.
         if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
@@ -294,10 +300,10 @@ pub fn stop(pid_file: &Path, grace: std::time::Duration) -> io::Result<Option<u3
     };
     let wait_for_end = |limit: std::time::Duration| {
         let deadline = Instant::now() + limit;
-        while !ended(pid) && Instant::now() < deadline {
+        while !ended() && Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        ended(pid)
+        ended()
     };
     signal(libc::SIGTERM)?;
     if !wait_for_end(grace) {
@@ -312,18 +318,20 @@ pub fn stop(pid_file: &Path, grace: std::time::Duration) -> io::Result<Option<u3
     Ok(Some(pid))
 }
 
-/// Whether process `pid` has ended: gone, or a zombie. Not earlier — an exiting
-/// process drops its memory (and with it its cmdline) before it closes its files, and a
-/// transport started next must find the old one's ports free.
-fn ended(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // The state follows the command name, which is in parentheses and may hold any byte.
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next());
-    matches!(state, None | Some("Z" | "X"))
+/// Process `pid`'s state letter and start time (clock ticks after boot), from
+/// /proc/PID/stat; None when there is no such process. `stop` waits for state Z (or X,
+/// or the process gone), not for the cmdline to empty: an exiting process drops its
+/// memory, and with it its cmdline, before it closes its files, and a transport started
+/// next must find the old one's ports free.
+fn process_state(pid: u32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold any byte:
+    // state is the first of them, the start time the twentieth.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let started = fields.nth(18)?.parse().ok()?;
+    Some((state, started))
 }
 
 /// Waits until the transport behind `socket` answers, or its process (in `pid_file`)
@@ -363,22 +371,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_process_has_ended_once_it_is_a_zombie_or_gone() {
+    fn a_killed_child_is_a_zombie_until_reaped_and_keeps_its_start_time() {
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
         let pid = child.id();
-        assert!(!ended(pid));
+        let (state, started) = process_state(pid).expect("a running child");
+        assert!(matches!(state, 'S' | 'R'), "{state}");
         // SAFETY: kill(2) on our own child, which is not reaped yet.
         assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) }, 0);
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        while !ended(pid) && Instant::now() < deadline {
+        while process_state(pid).is_some_and(|(s, _)| s != 'Z') && Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        assert!(ended(pid), "killed and unreaped, it must be a zombie");
-        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+        assert_eq!(process_state(pid), Some(('Z', started)));
         child.wait().unwrap();
-        assert!(ended(pid));
+        assert_eq!(process_state(pid), None);
     }
 }

@@ -15,7 +15,6 @@
 mod common;
 
 use std::fmt::Write;
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -59,11 +58,7 @@ impl Namespace {
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    let file = std::fs::File::open(format!("/run/netns/{}", self.0))
-                        .expect("the namespace exists");
-                    // SAFETY: setns(2) on a namespace fd we hold; it moves only this thread.
-                    let entered = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                    assert_eq!(entered, 0, "setns: {}", std::io::Error::last_os_error());
+                    endhost::netns::enter(&self.0).expect("entering the namespace");
                     work()
                 })
                 .join()

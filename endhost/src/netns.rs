@@ -336,6 +336,16 @@ impl Drop for Pair {
     }
 }
 
+/// Moves the calling thread (only) into the named network namespace `ns`.
+pub fn enter(ns: &str) -> io::Result<()> {
+    let netns = std::fs::File::open(std::path::Path::new("/run/netns").join(ns))?;
+    // SAFETY: setns on this thread only, with a namespace file we hold open.
+    if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Captures the frames seen on interface `iface` of namespace `ns` (both directions)
 /// for `duration`, on a thread of its own.
 pub fn capture(
@@ -346,11 +356,7 @@ pub fn capture(
     let ns = ns.to_string();
     let iface = iface.to_string();
     std::thread::spawn(move || {
-        let netns = std::fs::File::open(std::path::Path::new("/run/netns").join(&ns))?;
-        // SAFETY: setns on this thread only, with a namespace file we hold open.
-        if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        enter(&ns)?;
         let protocol = (libc::ETH_P_ALL as u16).to_be();
         // SAFETY: creating a raw packet socket; checked below.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(protocol)) };

@@ -11,7 +11,7 @@ mod run;
 mod tagging;
 
 use std::path::PathBuf;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::Duration;
 
 use endhost::bench::datapath::pair_configs;
@@ -127,24 +127,11 @@ fn hosts(name: &str, dpdk: [bool; 2], tweak: impl Fn(&mut TransportConfig)) -> H
 
 impl Hosts {
     fn spawn(&self, rank: usize, args: &[&str]) -> Child {
-        self.pair
-            .command(rank, ENDHOST)
-            .args(["run", "--json", "--connect-timeout", "20", "--config"])
-            .arg(&self.configs[rank])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("endhost starts")
+        run::spawn(self.pair.command(rank, ENDHOST), &self.configs[rank], args)
     }
 
     fn run_both(&self, args: &[&str]) -> Vec<Output> {
-        let children: Vec<Child> = (0..2).map(|r| self.spawn(r, args)).collect();
-        children
-            .into_iter()
-            .map(|c| c.wait_with_output().unwrap())
-            .collect()
+        run::wait_all((0..2).map(|r| self.spawn(r, args)).collect())
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 #[path = "common/run.rs"]
@@ -115,26 +115,16 @@ fn cluster(name: &str, spec: &BenchSpec, tweak: impl Fn(&mut TransportConfig)) -
 
 impl Cluster {
     fn spawn(&self, rank: usize, args: &[&str]) -> Child {
-        self.fabric
-            .command(rank, env!("CARGO_BIN_EXE_endhost"))
-            .args(["run", "--json", "--connect-timeout", "20", "--config"])
-            .arg(&self.configs[rank])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("endhost starts")
+        let endhost = self.fabric.command(rank, env!("CARGO_BIN_EXE_endhost"));
+        run::spawn(endhost, &self.configs[rank], args)
     }
 
     fn run_all(&self, args: &[&str]) -> Vec<Output> {
-        let children: Vec<Child> = (0..self.configs.len())
-            .map(|r| self.spawn(r, args))
-            .collect();
-        children
-            .into_iter()
-            .map(|c| c.wait_with_output().unwrap())
-            .collect()
+        run::wait_all(
+            (0..self.configs.len())
+                .map(|r| self.spawn(r, args))
+                .collect(),
+        )
     }
 }
 

@@ -1,6 +1,7 @@
-//! Reading what `endhost run` printed.
+//! Starting `endhost run` in a namespace, and reading what it printed.
 
-use std::process::Output;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -25,4 +26,26 @@ pub fn lines(out: &Output) -> (Vec<Value>, Value) {
         .filter(|v| v.get("iteration").is_some())
         .collect();
     (iterations, counters)
+}
+
+/// Starts `endhost run --json` with `config` and `args` through `command` (endhost
+/// inside a host's namespace), its output captured.
+pub fn spawn(mut command: Command, config: &Path, args: &[&str]) -> Child {
+    command
+        .args(["run", "--json", "--connect-timeout", "20", "--config"])
+        .arg(config)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("endhost starts")
+}
+
+/// Waits for every child, in order.
+pub fn wait_all(children: Vec<Child>) -> Vec<Output> {
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect()
 }

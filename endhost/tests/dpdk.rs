@@ -15,7 +15,7 @@ use std::process::{Child, Output};
 use std::time::Duration;
 
 use endhost::bench::datapath::pair_configs;
-use endhost::config::{ClassTag, DpdkOptions, TransportConfig};
+use endhost::config::{DpdkOptions, TransportConfig};
 use endhost::netns::{Pair, capture};
 use libtest_mimic::{Arguments, Trial};
 use run::{lines, text};
@@ -241,20 +241,10 @@ fn checksum(data: &[u8]) -> u16 {
 }
 
 fn frames() {
-    let layers = 4u32;
     // Host 0 on DPDK takes its next hops from an IP=MAC file.
     let ip_mac = std::env::temp_dir().join(format!("endhost-dpdk-ipmac-{}", std::process::id()));
     let h = hosts("frames", [true, false], |config| {
-        config.job.tagging.layers = layers;
-        config.job.tagging.classes = (0..layers as u8)
-            .map(|class| ClassTag {
-                class,
-                dscp: 32 + class,
-                queue: 6 - class,
-                first_layer: u32::from(class),
-                last_layer: u32::from(class),
-            })
-            .collect();
+        tagging::one_class_per_layer(config);
         if config.rank == 0 {
             config.dpdk.ip_mac = Some(ip_mac.clone());
         }

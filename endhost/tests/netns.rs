@@ -15,7 +15,7 @@ mod run;
 mod tagging;
 
 use endhost::bench::{BenchSpec, host_config};
-use endhost::config::{ClassTag, Collective, RateControl, TransportConfig};
+use endhost::config::{Collective, RateControl, TransportConfig};
 use endhost::netns::{Fabric, FabricSpec, capture};
 use libtest_mimic::{Arguments, Trial};
 use run::{lines, text};
@@ -282,19 +282,7 @@ fn frozen_peer() {
 }
 
 fn dscp_and_ecn() {
-    let layers = 4u32;
-    let c = cluster("dscp", &spec(2, 0.0), |config| {
-        config.job.tagging.layers = layers;
-        config.job.tagging.classes = (0..layers as u8)
-            .map(|class| ClassTag {
-                class,
-                dscp: 32 + class,
-                queue: 6 - class,
-                first_layer: u32::from(class),
-                last_layer: u32::from(class),
-            })
-            .collect();
-    });
+    let c = cluster("dscp", &spec(2, 0.0), tagging::one_class_per_layer);
     let sniffer = capture(
         &c.fabric.switch(),
         &c.fabric.switch_port(0),

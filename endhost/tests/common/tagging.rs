@@ -4,7 +4,25 @@
 
 use std::collections::BTreeSet;
 
+use endhost::config::{ClassTag, TransportConfig};
 use endhost::wire::{Flags, Kind, Packet};
+
+/// Layers of the tagging tests' jobs; run them with `--layers 4`.
+pub const LAYERS: u8 = 4;
+
+/// Gives `config` one class per layer: layer l in DSCP 32 + l, what [`Tagging`] checks.
+pub fn one_class_per_layer(config: &mut TransportConfig) {
+    config.job.tagging.layers = u32::from(LAYERS);
+    config.job.tagging.classes = (0..LAYERS)
+        .map(|class| ClassTag {
+            class,
+            dscp: 32 + class,
+            queue: 6 - class,
+            first_layer: u32::from(class),
+            last_layer: u32::from(class),
+        })
+        .collect();
+}
 
 #[derive(Default)]
 pub struct Tagging {
@@ -56,7 +74,7 @@ impl Tagging {
         );
         assert_eq!(
             self.dscps.len(),
-            4,
+            usize::from(LAYERS),
             "every layer class seen: {:?}",
             self.dscps
         );

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use marked_yaml::{Marker, Span};
 use serde::Serialize;
+use switch_config::redact::clean;
 
 /// One problem, printed as `file:line:col: message`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -73,13 +74,15 @@ impl Reporter {
         self.sources.len() - 1
     }
 
+    /// Records a problem. Its message may quote what was written there: it is kept to
+    /// one line and anything that looks like key material is redacted.
     pub fn error_at(&mut self, mark: Marker, message: impl Into<String>) {
         let file = self.sources.get(mark.source()).cloned().unwrap_or_default();
         self.found.push(Diagnostic {
             file,
             line: mark.line(),
             column: mark.column(),
-            message: message.into(),
+            message: clean(&message.into()).replace('\n', "\\n"),
         });
     }
 

@@ -7,6 +7,7 @@ pub mod apply;
 pub mod diag;
 pub mod generate;
 pub mod hosts;
+pub mod interrupt;
 pub mod inventory;
 pub mod parallel;
 pub mod plan;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mltctl::apply::journal::Journal;
 use mltctl::apply::report::{Reporter, Style, Summary};
-use mltctl::apply::{self, ApplyOptions, Event};
+use mltctl::apply::{self, ApplyOptions};
 use mltctl::diag::Diagnostics;
 use mltctl::generate::{FabricSize, fabric_yaml_with};
 use mltctl::hosts;
@@ -18,6 +18,11 @@ use mltctl::select::Selection;
 use mltctl::ssh::{self, SshOptions};
 use mltctl::switches;
 use serde::Serialize;
+
+/// The largest endhost binary bootstrap uploads (a debug build is about 80 MB).
+const MAX_BINARY_BYTES: u64 = 1 << 30;
+/// The largest playbook read.
+const MAX_PLAYBOOK_BYTES: u64 = 1 << 20;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -34,6 +39,10 @@ Exit codes:
      (none failed); nothing was sent to it
   6  (diff --exit-code, apply --check --exit-code) at least one switch differs from
      the plan
+  130 (apply) SIGINT or SIGTERM stopped the run: no switch was started after it; a
+     switch in progress had its staged change discarded or its commit rolled back
+     (each line and the journal say which); a second signal ends mltctl at once and
+     switches with a revert timer undo an unconfirmed commit by themselves
   (play) the exit code of the step that failed";
 
 /// Deploy an ML-aware network transport from one inventory file.
@@ -480,6 +489,8 @@ enum Failure {
     Usage(String),
     /// A playbook step failed with this exit code (already reported).
     Step(i32),
+    /// A signal stopped the run (already reported).
+    Interrupted,
     Error(anyhow::Error),
 }
 
@@ -506,6 +517,7 @@ fn main() -> ExitCode {
         Err(Failure::SwitchesFailed) => ExitCode::from(4),
         Err(Failure::SwitchesUnreachable) => ExitCode::from(5),
         Err(Failure::Step(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(Failure::Interrupted) => ExitCode::from(mltctl::interrupt::EXIT_CODE),
         Err(Failure::Usage(message)) => {
             eprintln!("mltctl: {message}");
             ExitCode::from(2)
@@ -603,7 +615,7 @@ fn run(command: Command) -> Result<(), Failure> {
             let plan = Plan::build(&load(&inventory.inventory)?);
             let rank = host_rank(&plan, &host)?;
             let datapath = datapath.map_or(plan.job.datapath.kind, Into::into);
-            let remote = hosts::Remote { dir: remote_dir };
+            let remote = hosts::Remote::new(&remote_dir, &plan).map_err(Failure::Usage)?;
             let env = hosts::environment(&plan, rank, &remote, datapath);
             if json {
                 print_json(&env)?;
@@ -899,7 +911,7 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
             .unwrap_or(std::path::Path::new("."))
             .join(".mltctl/journal.jsonl")
     });
-    let mut journal = Journal::open(&journal_path)
+    let journal = Journal::open(&journal_path)
         .with_context(|| format!("cannot open the journal {}", journal_path.display()))?;
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -910,6 +922,10 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
         forks: usize::from(args.forks),
         ssh: args.ssh.options(),
         run_id: format!("mltctl-{}-{}", since_epoch.as_secs(), std::process::id()),
+        lock_dir: journal_path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("locks"),
     };
     let style = if args.json {
         Style::Json
@@ -918,19 +934,18 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
     } else {
         Style::Plain
     };
+    mltctl::interrupt::install().context("cannot watch for SIGINT and SIGTERM")?;
+    let journal = std::sync::Mutex::new(journal);
     let mut reporter = Reporter::new(style, targets.len(), args.diff, args.check);
     let mut problems = Vec::new();
     let started = std::time::Instant::now();
-    let results = apply::run(&plan.switches, &targets, &options, &mut |event| {
-        if let Event::Finished(result) = event
-            && let Err(e) = journal.record(&options.run_id, options.check, result)
-        {
-            problems.push(format!("cannot write the journal: {e}"));
-        }
+    let results = apply::run(&plan.switches, &targets, &options, &journal, &mut |event| {
         if let Err(e) = reporter.event(event) {
             problems.push(format!("cannot write to standard output: {e}"));
         }
     });
+    let journal = journal.into_inner().unwrap_or_else(|e| e.into_inner());
+    problems.extend(journal.failures().iter().cloned());
     let summary = Summary::of(&results);
     reporter
         .finish(
@@ -941,6 +956,9 @@ fn apply(args: ApplyArgs) -> Result<(), Failure> {
         .context("cannot write to standard output")?;
     if let Some(problem) = problems.first() {
         return Err(anyhow::anyhow!("{problem}").into());
+    }
+    if summary.interrupted > 0 {
+        return Err(Failure::Interrupted);
     }
     if summary.failed > 0 {
         Err(Failure::SwitchesFailed)
@@ -1022,7 +1040,7 @@ fn bootstrap(
             .context("cannot find mltctl's own path")?
             .with_file_name("endhost"),
     };
-    let bytes = std::fs::read(&binary_path).with_context(|| {
+    let bytes = endhost::input::read_bytes(&binary_path, MAX_BINARY_BYTES).with_context(|| {
         format!(
             "cannot read the endhost binary {} (build it, or give --endhost)",
             binary_path.display()
@@ -1032,9 +1050,7 @@ fn bootstrap(
         check,
         forks: usize::from(args.forks),
         ssh: args.ssh.options(),
-        remote: hosts::Remote {
-            dir: args.remote_dir.clone(),
-        },
+        remote: hosts::Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?,
         datapath: datapath.map_or(plan.job.datapath.kind, Into::into),
     };
     let started = std::time::Instant::now();
@@ -1074,9 +1090,7 @@ fn launch(
     let options = launch::Options {
         forks: usize::from(args.forks),
         ssh: args.ssh.options(),
-        remote: hosts::Remote {
-            dir: args.remote_dir.clone(),
-        },
+        remote: hosts::Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?,
         datapath: datapath.map_or(plan.job.datapath.kind, Into::into),
         ready_timeout: Duration::from_secs(ready_timeout),
     };
@@ -1114,9 +1128,7 @@ fn stop(args: &HostArgs) -> Result<(), Failure> {
     use mltctl::hosts::launch;
     let (plan, targets) = host_targets(args)?;
     let ssh = args.ssh.options();
-    let remote = hosts::Remote {
-        dir: args.remote_dir.clone(),
-    };
+    let remote = hosts::Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?;
     let started = std::time::Instant::now();
     let results = mltctl::parallel::run(
         &targets,
@@ -1142,7 +1154,7 @@ fn stop(args: &HostArgs) -> Result<(), Failure> {
 }
 
 fn play(run: &playbook::Run) -> Result<(), Failure> {
-    let text = std::fs::read_to_string(&run.playbook)
+    let text = endhost::input::read_text(&run.playbook, MAX_PLAYBOOK_BYTES)
         .with_context(|| format!("cannot read {}", run.playbook.display()))?;
     let steps = playbook::parse(&run.playbook, &text).map_err(|e| Failure::Usage(e.to_string()))?;
     let plan = Plan::build(&load(&run.inventory)?);

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use ssh2::{CheckResult, KnownHostFileKind, MethodType};
 use switch_config::push::{Output, Transport};
+use switch_config::shell::ShellCommand;
 
 use crate::inventory::{KeyRef, Mgmt};
 
@@ -163,14 +164,8 @@ impl Session {
                 file.write_all(chunk)?;
             }
         }
-        let output = self.run(
-            Some(&format!(
-                "mv -f {} {}",
-                shell_quote(&tmp),
-                shell_quote(path)
-            )),
-            "",
-        )?;
+        let rename = ShellCommand::new("mv -f").arg(&tmp).arg(path);
+        let output = self.run(Some(rename.as_str()), "")?;
         if output.status != 0 {
             return Err(io::Error::other(format!(
                 "cannot move {tmp} to {path}: {}",
@@ -181,9 +176,9 @@ impl Session {
     }
 
     /// Runs `command` on the device and returns what it printed and its exit status.
-    pub fn exec(&mut self, command: &str) -> io::Result<Output> {
+    pub fn exec(&mut self, command: &ShellCommand) -> io::Result<Output> {
         self.sent.push(command.to_string());
-        self.run(Some(command), "")
+        self.run(Some(command.as_str()), "")
     }
 
     fn run(&mut self, command: Option<&str>, input: &str) -> io::Result<Output> {
@@ -195,10 +190,8 @@ impl Session {
         .map_err(io::Error::from)?;
         channel.write_all(input.as_bytes())?;
         channel.send_eof().map_err(io::Error::from)?;
-        let mut stdout = String::new();
-        channel.read_to_string(&mut stdout)?;
-        let mut stderr = String::new();
-        channel.stderr().read_to_string(&mut stderr)?;
+        let stdout = read_bounded(&mut channel)?;
+        let stderr = read_bounded(&mut channel.stderr())?;
         channel.wait_close().map_err(io::Error::from)?;
         let status = channel.exit_status().map_err(io::Error::from)?;
         Ok(Output {
@@ -210,13 +203,13 @@ impl Session {
 }
 
 impl Transport for Session {
-    fn exec(&mut self, command: &str, input: &str) -> io::Result<Output> {
+    fn exec(&mut self, command: &ShellCommand, input: &str) -> io::Result<Output> {
         self.sent.push(if input.is_empty() {
             command.to_string()
         } else {
             format!("{command} <<'EOF'\n{input}EOF")
         });
-        self.run(Some(command), input)
+        self.run(Some(command.as_str()), input)
     }
 
     fn cli(&mut self, script: &str) -> io::Result<Output> {
@@ -225,15 +218,25 @@ impl Transport for Session {
     }
 }
 
-/// `s` as one word for a POSIX shell.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-:=@%+,".contains(&b))
-    {
-        return s.to_string();
+/// The most a device may print in answer to one command: far above any running
+/// configuration, far below what would hurt mltctl or the machine it runs on.
+pub const MAX_OUTPUT_BYTES: u64 = 64 << 20;
+
+/// What `reader` sends, up to [`MAX_OUTPUT_BYTES`]; more is an error, never an
+/// allocation the device chooses.
+fn read_bounded(reader: &mut impl Read) -> io::Result<String> {
+    let mut bytes = Vec::new();
+    reader.take(MAX_OUTPUT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_OUTPUT_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the device printed more than {MAX_OUTPUT_BYTES} bytes in answer to one command"
+            ),
+        ));
     }
-    format!("'{}'", s.replace('\'', "'\\''"))
+    Ok(String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 fn millis(d: Duration) -> u32 {
@@ -367,11 +370,24 @@ fn authenticate(session: &ssh2::Session, mgmt: &Mgmt, endpoint: &str) -> Result<
             session
                 .userauth_pubkey_file(&mgmt.user, None, &path, passphrase.as_deref())
                 .map_err(|e| {
-                    failed(format!(
-                        "key {} was refused ({})",
-                        path.display(),
-                        e.message()
-                    ))
+                    // libssh2 reports a key it cannot decrypt as a file format problem.
+                    let unreadable = e.code() == ssh2::ErrorCode::Session(LIBSSH2_ERROR_FILE);
+                    let why = match (unreadable, key_is_encrypted(&path), passphrase_env) {
+                        (true, Some(true), None) => format!(
+                            "key {} is encrypted: name the variable that holds its passphrase \
+                             in `passphrase_env`",
+                            path.display()
+                        ),
+                        (true, Some(true), Some(var)) => format!(
+                            "the passphrase in {var} does not decrypt key {}",
+                            path.display()
+                        ),
+                        (true, _, _) => {
+                            format!("key {} cannot be read ({})", path.display(), e.message())
+                        }
+                        _ => format!("key {} was refused ({})", path.display(), e.message()),
+                    };
+                    failed(why)
                 })
         }
         KeyRef::Env { var } => {
@@ -407,6 +423,31 @@ fn authenticate(session: &ssh2::Session, mgmt: &Mgmt, endpoint: &str) -> Result<
     }
 }
 
+/// libssh2's code for a key file it cannot use (unreadable, unknown format, or
+/// encrypted with another passphrase).
+const LIBSSH2_ERROR_FILE: i32 = -16;
+
+/// Whether the private key file at `path` is encrypted; `None` when that cannot be
+/// told. OpenSSH keys name their cipher right after the magic: an unencrypted key's
+/// base64 starts with that of `openssh-key-v1\0` + `none`; PEM keys say ENCRYPTED.
+fn key_is_encrypted(path: &Path) -> Option<bool> {
+    const OPENSSH_MAGIC: &str = "b3BlbnNzaC1rZXktdjE";
+    const OPENSSH_CIPHER_NONE: &str = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU";
+    let text = endhost::input::read_text(path, 1 << 20).ok()?;
+    let mut lines = text.lines().map(str::trim);
+    let header = lines.next()?;
+    if header.contains("OPENSSH PRIVATE KEY") {
+        let body = lines.next()?;
+        return body
+            .starts_with(OPENSSH_MAGIC)
+            .then(|| !body.starts_with(OPENSSH_CIPHER_NONE));
+    }
+    if header.starts_with("-----BEGIN") && header.contains("PRIVATE KEY") {
+        return Some(header.contains("ENCRYPTED") || text.contains("Proc-Type: 4,ENCRYPTED"));
+    }
+    None
+}
+
 /// `~/x` as `$HOME/x`.
 pub fn expand_home(path: &Path) -> PathBuf {
     match (path.strip_prefix("~"), std::env::var_os("HOME")) {
@@ -418,17 +459,6 @@ pub fn expand_home(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shell_words_are_quoted_only_when_needed() {
-        assert_eq!(
-            shell_quote("/var/lib/mltctl/h1.json"),
-            "/var/lib/mltctl/h1.json"
-        );
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
 
     #[test]
     fn home_is_expanded_only_at_the_start() {

@@ -1,7 +1,9 @@
 //! The plan's switches, rendered to vendor configurations and compared with what runs.
 
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::{Component, Path, PathBuf};
 
+use endhost::input::{InputError, read_text};
 use rayon::prelude::*;
 use switch_config::{Error, SwitchDiff, SwitchIntent};
 
@@ -52,27 +54,46 @@ pub fn render_all(plan: &Plan) -> Result<Vec<Rendered>, Vec<Error>> {
     }
 }
 
-/// Writes each configuration to `dir`, replacing files atomically.
-pub fn write_all(dir: &Path, rendered: &[Rendered]) -> std::io::Result<Vec<PathBuf>> {
+/// `dir/name`, or an error when `name` is anything but one plain file name (a `/`,
+/// `.`, `..` or a leading `.`): nothing named after a device may land outside `dir`.
+pub fn inside(dir: &Path, name: &str) -> io::Result<PathBuf> {
+    let mut parts = Path::new(name).components();
+    match (parts.next(), parts.next()) {
+        (Some(Component::Normal(part)), None) if part == name && !name.starts_with('.') => {
+            Ok(dir.join(name))
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a plain file name"),
+        )),
+    }
+}
+
+/// Writes each configuration to `dir`, replacing files atomically. Every file name is
+/// checked before the first is written.
+pub fn write_all(dir: &Path, rendered: &[Rendered]) -> io::Result<Vec<PathBuf>> {
+    let paths = rendered
+        .iter()
+        .map(|r| inside(dir, &r.file_name))
+        .collect::<io::Result<Vec<_>>>()?;
     std::fs::create_dir_all(dir)?;
-    let mut written = Vec::with_capacity(rendered.len());
-    for r in rendered {
-        let path = dir.join(&r.file_name);
+    for (r, path) in rendered.iter().zip(&paths) {
         let partial = dir.join(format!(".{}.partial", r.file_name));
         std::fs::write(&partial, &r.text)?;
-        std::fs::rename(&partial, &path)?;
-        written.push(path);
+        std::fs::rename(&partial, path)?;
     }
-    Ok(written)
+    Ok(paths)
 }
 
 /// Where a switch's saved running configuration is looked for: `<name>.<extension>`,
 /// then `<name>`. `None` when neither exists: the switch is taken to be empty.
-pub fn running_file(dir: &Path, intent: &SwitchIntent) -> Option<PathBuf> {
-    [dir.join(file_name(intent)), dir.join(&intent.name)]
-        .into_iter()
-        .find(|p| p.is_file())
+pub fn running_file(dir: &Path, intent: &SwitchIntent) -> io::Result<Option<PathBuf>> {
+    let candidates = [inside(dir, &file_name(intent))?, inside(dir, &intent.name)?];
+    Ok(candidates.into_iter().find(|p| p.exists()))
 }
+
+/// The largest running configuration read from a file or a device.
+pub const MAX_RUNNING_BYTES: u64 = 64 << 20;
 
 /// Why one switch could not be compared.
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +102,7 @@ pub enum DiffError {
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: InputError,
     },
     #[error(transparent)]
     Switch(#[from] Error),
@@ -93,11 +114,18 @@ pub fn diff_all(plan: &Plan, dir: &Path) -> Vec<Result<SwitchDiff, DiffError>> {
         .par_iter()
         .map(|switch| {
             let running = match running_file(dir, &switch.intent) {
-                Some(path) => Some(
-                    std::fs::read_to_string(&path)
+                Ok(Some(path)) => Some(
+                    read_text(&path, MAX_RUNNING_BYTES)
                         .map_err(|source| DiffError::Read { path, source })?,
                 ),
-                None => None,
+                Ok(None) => None,
+                Err(e) => {
+                    let path = dir.join(&switch.intent.name);
+                    return Err(DiffError::Read {
+                        path,
+                        source: e.into(),
+                    });
+                }
             };
             Ok(switch_config::diff(&switch.intent, running.as_deref())?)
         })

@@ -210,7 +210,8 @@ fn unexpressible_items_name_the_switch_the_item_and_the_vendor() {
         "{err}"
     );
 
-    // Through the CLI: every problem is named, and nothing is written.
+    // Through the CLI, a port the vendor cannot name is refused where it is written,
+    // before anything is planned, and nothing is written.
     let out_dir = scratch("unexpressible");
     let inventory = std::fs::read_to_string(fixture("inventory/lab.yaml"))
         .unwrap()
@@ -231,11 +232,15 @@ fn unexpressible_items_name_the_switch_the_item_and_the_vendor() {
         "--out",
         target.to_str().unwrap(),
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert_eq!(
         text(&out.stderr),
-        "mltctl: 1 switch configuration(s) cannot be rendered; nothing was written:\n  \
-         switch leaf2: onyx cannot express port port1: Onyx ports are named EthS/P (or EthS/P/N)\n"
+        format!(
+            "{}:66:16: port `port1` on leaf2 is not a port name in onyx's naming; \
+             expected EthS/P or EthS/P/N (such as Eth1/5)\n\
+             mltctl: the inventory has 1 problem(s); nothing was changed\n",
+            file.display()
+        )
     );
     assert!(!target.exists());
     std::fs::remove_dir_all(&out_dir).ok();

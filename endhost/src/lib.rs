@@ -15,6 +15,7 @@ pub mod config;
 pub mod daemon;
 pub mod datapath;
 pub mod driver;
+pub mod input;
 pub mod mesh;
 pub mod netns;
 pub mod proto;

@@ -176,8 +176,14 @@ enum Command {
     /// decision. Prints `listening on ADDR`, then one JSON line per launch.
     #[command(after_help = EXIT_CODES)]
     Controller {
-        #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:7700")]
+        /// Where workers connect. A non-loopback address needs a token (--token-file
+        /// or MLT_CONTROLLER_TOKEN), so that only the job's workers can join.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7700")]
         listen: std::net::SocketAddr,
+        /// A file holding the shared token workers must present (or set
+        /// MLT_CONTROLLER_TOKEN; never on the command line, where `ps` shows it).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "selective-reduce")]
         scheme: Scheme,
         /// p: the smallest group that may synchronize.
@@ -209,6 +215,9 @@ enum Command {
     Worker {
         #[arg(long, value_name = "ADDR")]
         controller: std::net::SocketAddr,
+        /// A file holding the controller's token (or set MLT_CONTROLLER_TOKEN).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
         /// This worker's rank (the job rank when --config is given).
         #[arg(long)]
         rank: Option<u32>,
@@ -456,6 +465,7 @@ fn main() -> ExitCode {
         ),
         Command::Controller {
             listen,
+            token_file,
             scheme,
             min_group,
             eta,
@@ -463,20 +473,24 @@ fn main() -> ExitCode {
             delta_t_ms,
             model,
             full_every,
-        } => controller(
-            listen,
-            scheme,
-            Knobs {
-                min_group,
-                eta,
-                theta,
-                delta_t: Duration::from_millis(delta_t_ms).as_secs_f64(),
-                model_bits: model as f64 * 8.0,
-            },
-            full_every,
-        ),
+        } => controller_token(token_file.as_deref()).and_then(|token| {
+            controller(
+                listen,
+                token,
+                scheme,
+                Knobs {
+                    min_group,
+                    eta,
+                    theta,
+                    delta_t: Duration::from_millis(delta_t_ms).as_secs_f64(),
+                    model_bits: model as f64 * 8.0,
+                },
+                full_every,
+            )
+        }),
         Command::Worker {
             controller,
+            token_file,
             rank,
             bandwidth,
             compute_ms,
@@ -486,21 +500,24 @@ fn main() -> ExitCode {
             size,
             launch_timeout,
             json,
-        } => worker(
-            rank,
-            config.as_deref(),
-            WorkerOptions {
-                controller,
-                rank: 0,
-                bandwidth_bps: bandwidth as f64 * 1e6,
-                compute: Duration::from_millis(compute_ms),
-                jitter,
-                rounds,
-                values: (size / 4) as usize,
-                launch_timeout: Duration::from_secs(launch_timeout),
-            },
-            json,
-        ),
+        } => controller_token(token_file.as_deref()).and_then(|token| {
+            worker(
+                rank,
+                config.as_deref(),
+                WorkerOptions {
+                    controller,
+                    rank: 0,
+                    bandwidth_bps: bandwidth as f64 * 1e6,
+                    compute: Duration::from_millis(compute_ms),
+                    jitter,
+                    rounds,
+                    values: (size / 4) as usize,
+                    launch_timeout: Duration::from_secs(launch_timeout),
+                    token,
+                },
+                json,
+            )
+        }),
         Command::Bench(BenchCommand::Allreduce {
             hosts,
             size,
@@ -707,8 +724,8 @@ fn allreduce_client(
 }
 
 fn read_config(path: &std::path::Path) -> anyhow::Result<TransportConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = endhost::input::read_text(path, endhost::input::MAX_FILE_BYTES)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("{} is not a host configuration", path.display()))
 }
@@ -724,8 +741,25 @@ struct RunOptions {
     json: bool,
 }
 
+/// The controller's shared token: from `file`, else MLT_CONTROLLER_TOKEN, else none.
+fn controller_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let token = match file {
+        Some(path) => endhost::input::read_text(path, 4096)
+            .with_context(|| format!("cannot read the token file {}", path.display()))?
+            .trim()
+            .to_string(),
+        None => match std::env::var("MLT_CONTROLLER_TOKEN") {
+            Ok(token) => token.trim().to_string(),
+            Err(_) => return Ok(None),
+        },
+    };
+    anyhow::ensure!(!token.is_empty(), "the controller token is empty");
+    Ok(Some(token))
+}
+
 fn controller(
     listen: std::net::SocketAddr,
+    token: Option<String>,
     scheme: Scheme,
     knobs: Knobs,
     full_every: Option<u64>,
@@ -733,6 +767,11 @@ fn controller(
     anyhow::ensure!(knobs.min_group >= 1, "--min-group must be at least 1");
     anyhow::ensure!((0.0..1.0).contains(&knobs.eta), "--eta must be in [0, 1)");
     anyhow::ensure!(knobs.delta_t > 0.0, "--delta-t-ms must be positive");
+    anyhow::ensure!(
+        token.is_some() || listen.ip().is_loopback(),
+        "listening on {listen} without a token would let anyone on the network join the job: \
+         give --token-file FILE or set MLT_CONTROLLER_TOKEN (workers present the same token)"
+    );
     let policy: Box<dyn Policy> = match scheme {
         Scheme::AllReduce => Box::new(AllReduce::default()),
         Scheme::PartialReduce => Box::new(PartialReduce::new(knobs.min_group)),
@@ -752,7 +791,8 @@ fn controller(
             .with_context(|| format!("cannot listen on {listen}"))?;
         println!("listening on {}", listener.local_addr()?);
         let delta_t = Duration::from_secs_f64(knobs.delta_t);
-        service::serve(listener, policy, delta_t, |at, launch| {
+        let access = service::Access { token };
+        service::serve(listener, access, policy, delta_t, |at, launch| {
             let line = serde_json::to_string(&service::Logged {
                 at_seconds: at,
                 launch,

@@ -89,36 +89,44 @@ pub async fn connect(
         let stream = dial(config, peer, address, deadline).await?;
         streams[usize::from(peer)] = Some(stream);
     }
-    // Higher ranks call us.
+    // Higher ranks call us. Every accepted connection gets a bounded time to say HELLO,
+    // all of them at once, so a stray connection that says nothing holds nobody up; one
+    // that is not a missing peer of this job is closed and waiting goes on.
     let mut missing: Vec<u16> = (me + 1..world).collect();
+    let mut handshakes = tokio::task::JoinSet::new();
     while !missing.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
-        let accepted = tokio::time::timeout(left, listener.accept()).await;
-        let Ok(Ok((mut stream, from))) = accepted else {
-            return Err(MeshError::Incomplete {
-                missing,
-                seconds: config.connect_timeout.as_secs(),
-            });
-        };
-        tune(&stream);
-        let (peer, rest) = match read_hello(&mut stream, config.job).await {
-            Ok((peer, rest)) if missing.contains(&peer) => (peer, rest),
-            Ok((peer, _)) => {
-                return Err(MeshError::Refused {
-                    from,
-                    why: format!("rank {peer} is not expected (already connected, or lower)"),
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, from)) => {
+                    tune(&stream);
+                    let limit = HELLO_TIMEOUT.min(left);
+                    handshakes.spawn(answer_hello(stream, from, config.job, me, limit));
+                }
+                // A full file table or a connection reset before accept: wait, go on.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+            Some(done) = handshakes.join_next(), if !handshakes.is_empty() => {
+                let Ok(done) = done else { continue };
+                match done {
+                    Ok((peer, stream, rest)) if missing.contains(&peer) => {
+                        missing.retain(|&m| m != peer);
+                        streams[usize::from(peer)] = Some((stream, rest));
+                    }
+                    Ok((peer, _, _)) => eprintln!(
+                        "endhost: ignored a control connection from rank {peer}: \
+                         not expected (already connected, or lower)"
+                    ),
+                    Err(refused) => eprintln!("endhost: ignored a {refused}"),
+                }
+            }
+            () = tokio::time::sleep(left) => {
+                return Err(MeshError::Incomplete {
+                    missing,
+                    seconds: config.connect_timeout.as_secs(),
                 });
             }
-            Err(why) => return Err(MeshError::Refused { from, why }),
-        };
-        write_hello(&mut stream, config.job, me)
-            .await
-            .map_err(|e| MeshError::Refused {
-                from,
-                why: e.to_string(),
-            })?;
-        missing.retain(|&m| m != peer);
-        streams[usize::from(peer)] = Some((stream, rest));
+        }
     }
     let mut outgoing = Vec::with_capacity(usize::from(world));
     let mut writers = Vec::new();
@@ -140,6 +148,32 @@ pub async fn connect(
         outgoing.push(Some(tx));
     }
     Ok(Mesh { outgoing, writers })
+}
+
+/// How long a connecting peer may take to say HELLO.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One accepted connection's handshake, within `limit`: its HELLO read, ours sent.
+async fn answer_hello(
+    mut stream: TcpStream,
+    from: SocketAddr,
+    job: u32,
+    me: u16,
+    limit: Duration,
+) -> Result<(u16, TcpStream, Vec<u8>), MeshError> {
+    let refused = |why: String| MeshError::Refused { from, why };
+    let handshake = async {
+        let (peer, rest) = read_hello(&mut stream, job).await?;
+        write_hello(&mut stream, job, me)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((peer, rest))
+    };
+    match tokio::time::timeout(limit, handshake).await {
+        Ok(Ok((peer, rest))) => Ok((peer, stream, rest)),
+        Ok(Err(why)) => Err(refused(why)),
+        Err(_) => Err(refused(format!("no HELLO within {} ms", limit.as_millis()))),
+    }
 }
 
 async fn dial(
@@ -359,6 +393,84 @@ mod tests {
                     Err(e) => panic!("the READY never arrived: {e}"),
                 }
             }
+        });
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn free_address() -> SocketAddrV4 {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        match probe.local_addr().unwrap() {
+            SocketAddr::V4(a) => a,
+            SocketAddr::V6(_) => unreachable!(),
+        }
+    }
+
+    /// Connections that say nothing, or send garbage, while rank 0 waits for its peers
+    /// are closed and ignored: the real peer still joins, in time.
+    #[test]
+    fn stray_connections_during_setup_are_ignored() {
+        runtime().block_on(async {
+            let addresses = vec![free_address(), free_address()];
+            let config = |rank| MeshConfig {
+                job: 9,
+                rank,
+                addresses: addresses.clone(),
+                connect_timeout: Duration::from_secs(20),
+                tos: 0,
+            };
+            let (tx0, _rx0) = std::sync::mpsc::channel();
+            let (tx1, _rx1) = std::sync::mpsc::channel();
+            let (c0, c1) = (config(0), config(1));
+            let rank0 = tokio::spawn(async move { connect(&c0, tx0, || {}).await });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _silent = TcpStream::connect(addresses[0]).await.unwrap();
+            let mut garbage = TcpStream::connect(addresses[0]).await.unwrap();
+            garbage.write_all(&[0xff; 16]).await.unwrap();
+            let mut other_job = TcpStream::connect(addresses[0]).await.unwrap();
+            write_hello(&mut other_job, 8, 1).await.unwrap();
+            let started = Instant::now();
+            let rank1 = connect(&c1, tx1, || {}).await;
+            assert!(rank1.is_ok(), "{:?}", rank1.err());
+            assert!(rank0.await.unwrap().is_ok());
+            assert!(started.elapsed() < HELLO_TIMEOUT, "{:?}", started.elapsed());
+        });
+    }
+
+    /// A stray connection that never says HELLO does not hold rank 0 past its connect
+    /// timeout: setup fails in time, naming the rank that never came.
+    #[test]
+    fn a_silent_stray_does_not_outlast_the_connect_timeout() {
+        runtime().block_on(async {
+            let config = MeshConfig {
+                job: 9,
+                rank: 0,
+                addresses: vec![free_address(), free_address()],
+                connect_timeout: Duration::from_secs(1),
+                tos: 0,
+            };
+            let listen = config.addresses[0];
+            let (tx, _rx) = std::sync::mpsc::channel();
+            let started = Instant::now();
+            let setup = tokio::spawn(async move { connect(&config, tx, || {}).await });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let _silent = TcpStream::connect(listen).await.unwrap();
+            let result = setup.await.unwrap();
+            assert!(
+                matches!(&result, Err(MeshError::Incomplete { missing, .. }) if missing == &[1]),
+                "{:?}",
+                result.err()
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{:?}",
+                started.elapsed()
+            );
         });
     }
 

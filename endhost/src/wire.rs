@@ -132,7 +132,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         let length = usize::from(self.length());
         match kind {
-            Kind::Data if length == 0 || length % 4 != 0 || self.offset() % 4 != 0 => {
+            Kind::Data if length == 0 || length % 4 != 0 || !self.offset().is_multiple_of(4) => {
                 return Err(WireError::Malformed);
             }
             Kind::Ack if length != 0 => return Err(WireError::Malformed),

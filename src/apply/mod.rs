@@ -17,17 +17,28 @@
 //! A rollback is checked by reading the switch again: the owned parts must match what
 //! it ran before. If the connection dropped, one new session is opened for it; if that
 //! fails too, a switch with a revert timer undoes the change by itself.
+//!
+//! The journal gets a `pending` entry the moment a commit is active and a final entry
+//! when the device is done, each on disk before the flow goes on. A lock file per
+//! switch (beside the journal) keeps two runs from changing one switch at once, and
+//! SIGINT/SIGTERM ([`crate::interrupt`]) stop the run at the next safe point.
 
 pub mod journal;
 pub mod report;
 
+use std::fs::{File, TryLockError};
+use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use switch_config::push::{self, Device, PushError};
+use switch_config::redact::clean;
 use switch_config::{ChangeLine, SwitchIntent, Vendor};
 
+use self::journal::Journal;
+use crate::interrupt;
 use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
 use crate::ssh::{Session, SshOptions};
@@ -44,6 +55,8 @@ pub struct ApplyOptions {
     pub ssh: SshOptions,
     /// Names the session, checkpoint and timer of this run on every switch.
     pub run_id: String,
+    /// Where the per-switch lock files live (created when needed).
+    pub lock_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -58,6 +71,9 @@ pub enum Status {
     Failed,
     /// No session could be opened; nothing was sent.
     Unreachable,
+    /// The run was interrupted (SIGINT, SIGTERM) before this switch was changed, or
+    /// after, and the change was undone; the message says which.
+    Interrupted,
 }
 
 impl std::fmt::Display for Status {
@@ -67,6 +83,7 @@ impl std::fmt::Display for Status {
             Status::Changed => "changed",
             Status::Failed => "failed",
             Status::Unreachable => "unreachable",
+            Status::Interrupted => "interrupted",
         })
     }
 }
@@ -99,19 +116,24 @@ pub enum Event {
     Finished(DeviceResult),
 }
 
-/// Applies the plan to `targets` (indices into `switches`), `forks` at a time, and
-/// calls `on_event` on this thread as devices start and finish. Results come back in
-/// `targets` order.
+/// Applies the plan to `targets` (indices into `switches`), `forks` at a time, records
+/// each device in `journal` as it goes, and calls `on_event` on this thread as devices
+/// start and finish. Results come back in `targets` order.
 pub fn run(
     switches: &[SwitchPlan],
     targets: &[usize],
     options: &ApplyOptions,
+    journal: &Mutex<Journal>,
     on_event: &mut dyn FnMut(&Event),
 ) -> Vec<DeviceResult> {
     parallel::run(
         targets,
         options.forks,
-        |&index| apply_device(&switches[index], options),
+        |&index| {
+            let result = contained(&switches[index], options, journal);
+            lock(journal).record(&options.run_id, options.check, &result);
+            result
+        },
         &mut |progress| match progress {
             Progress::Started(slot) => {
                 on_event(&Event::Started(switches[targets[slot]].intent.name.clone()))
@@ -121,28 +143,104 @@ pub fn run(
     )
 }
 
+/// One device's flow, with a bug in it kept to that device: a panic makes the device
+/// `failed` (a switch with a revert timer undoes an unconfirmed commit by itself) while
+/// the others carry on and the journal records every one.
+fn contained(
+    switch: &SwitchPlan,
+    options: &ApplyOptions,
+    journal: &Mutex<Journal>,
+) -> DeviceResult {
+    let started = Instant::now();
+    if interrupt::requested() {
+        let mut result = DeviceResult::new(switch);
+        result.status = Status::Interrupted;
+        result.message = Some("not contacted: the run was interrupted first".into());
+        return result;
+    }
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        apply_device(switch, options, journal)
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        let mut result = DeviceResult::new(switch);
+        result.status = Status::Failed;
+        result.message = Some(clean(&format!(
+            "internal error in mltctl ({what}); if a change was committed, the switch's \
+             revert timer undoes it"
+        )));
+        result.seconds = started.elapsed().as_secs_f64();
+        result
+    })
+}
+
+impl DeviceResult {
+    fn new(switch: &SwitchPlan) -> DeviceResult {
+        DeviceResult {
+            device: switch.intent.name.clone(),
+            vendor: switch.intent.vendor,
+            endpoint: format!("{}:{}", switch.mgmt.address, switch.mgmt.port),
+            status: Status::Ok,
+            changes: Vec::new(),
+            commands: String::new(),
+            message: None,
+            before_sha256: None,
+            after_sha256: None,
+            sent: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+}
+
+/// The lock on `switch` for a run that may change it: taken, or why not.
+fn lock_switch(switch: &SwitchPlan, options: &ApplyOptions) -> Result<File, String> {
+    let path = crate::switches::inside(&options.lock_dir, &format!("{}.lock", switch.intent.name))
+        .map_err(|e| format!("cannot name its lock file: {e}"))?;
+    let taken = std::fs::create_dir_all(&options.lock_dir)
+        .and_then(|()| File::create(&path))
+        .map_err(|e| format!("cannot create the lock {}: {e}", path.display()))?;
+    match taken.try_lock() {
+        Ok(()) => Ok(taken),
+        Err(TryLockError::WouldBlock) => Err(format!(
+            "another mltctl apply is changing this switch (it holds {}); nothing was sent",
+            path.display()
+        )),
+        Err(TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
+}
+
 /// The whole per-device flow; never panics on device trouble, always reports.
-pub fn apply_device(switch: &SwitchPlan, options: &ApplyOptions) -> DeviceResult {
+pub fn apply_device(
+    switch: &SwitchPlan,
+    options: &ApplyOptions,
+    journal: &Mutex<Journal>,
+) -> DeviceResult {
     let started = Instant::now();
     let intent = &switch.intent;
-    let mut result = DeviceResult {
-        device: intent.name.clone(),
-        vendor: intent.vendor,
-        endpoint: format!("{}:{}", switch.mgmt.address, switch.mgmt.port),
-        status: Status::Ok,
-        changes: Vec::new(),
-        commands: String::new(),
-        message: None,
-        before_sha256: None,
-        after_sha256: None,
-        sent: Vec::new(),
-        seconds: 0.0,
+    let mut result = DeviceResult::new(switch);
+    // Held until this device is done; the kernel releases it if mltctl dies.
+    let _lock = if options.check {
+        None
+    } else {
+        match lock_switch(switch, options) {
+            Ok(lock) => Some(lock),
+            Err(why) => {
+                result.status = Status::Failed;
+                result.message = Some(why);
+                result.seconds = started.elapsed().as_secs_f64();
+                return result;
+            }
+        }
     };
     let mut session = match Session::open(&switch.mgmt, &options.ssh) {
         Ok(session) => session,
         Err(e) => {
             result.status = Status::Unreachable;
-            result.message = Some(e.to_string());
+            result.message = Some(clean(&e.to_string()));
             result.seconds = started.elapsed().as_secs_f64();
             return result;
         }
@@ -151,13 +249,20 @@ pub fn apply_device(switch: &SwitchPlan, options: &ApplyOptions) -> DeviceResult
     let mut change = Change {
         switch,
         options,
+        journal,
         device: &mut *device,
         before: String::new(),
     };
     let outcome = change.run(&mut session, &mut result);
     if let Err(failure) = outcome {
-        result.status = Status::Failed;
-        result.message = Some(failure.describe(&mut change, &mut session));
+        let interrupted = failure.interrupted();
+        let (message, undone) = failure.describe(&mut change, &mut session);
+        result.status = if interrupted && undone {
+            Status::Interrupted
+        } else {
+            Status::Failed
+        };
+        result.message = Some(clean(&message));
     }
     result.sent = session.sent().to_vec();
     result.seconds = started.elapsed().as_secs_f64();
@@ -168,6 +273,7 @@ pub fn apply_device(switch: &SwitchPlan, options: &ApplyOptions) -> DeviceResult
 struct Change<'a> {
     switch: &'a SwitchPlan,
     options: &'a ApplyOptions,
+    journal: &'a Mutex<Journal>,
     device: &'a mut dyn Device,
     /// The running configuration before the change: the saved copy.
     before: String,
@@ -182,6 +288,9 @@ enum Failure {
     /// The candidate was never loaded; nothing to undo.
     Read(String),
 }
+
+/// What a failure says when a signal stopped the flow.
+const INTERRUPTED: &str = "interrupted";
 
 impl Change<'_> {
     fn intent(&self) -> &SwitchIntent {
@@ -207,10 +316,31 @@ impl Change<'_> {
         if self.options.check {
             return Ok(());
         }
+        if interrupt::requested() {
+            return Err(Failure::Read(format!(
+                "{INTERRUPTED} before any change was sent"
+            )));
+        }
         self.stage(t, &result.commands)?;
+        if interrupt::requested() {
+            return Err(Failure::BeforeCommit(format!(
+                "{INTERRUPTED} before commit"
+            )));
+        }
         self.device
             .commit(t, self.options.confirm_timeout)
             .map_err(|e| Failure::AfterCommit(format!("commit failed: {e}")))?;
+        let pending = lock(self.journal).pending(
+            &self.options.run_id,
+            result,
+            self.device.reverts_by_itself(),
+            self.options.confirm_timeout,
+        );
+        if let Err(e) = pending {
+            return Err(Failure::AfterCommit(format!(
+                "cannot write the journal: {e}"
+            )));
+        }
         let after = self
             .device
             .get_running(t)
@@ -225,6 +355,11 @@ impl Change<'_> {
                 left.len(),
                 lines.join("; "),
                 if left.len() > 3 { "; …" } else { "" }
+            )));
+        }
+        if interrupt::requested() {
+            return Err(Failure::AfterCommit(format!(
+                "{INTERRUPTED} before confirm"
             )));
         }
         self.device
@@ -257,34 +392,47 @@ impl Change<'_> {
 
     /// Undoes the commit and says what the switch runs now. A lost connection gets one
     /// new session. Whatever the rollback reported, the switch is read again to tell.
-    fn roll_back(&mut self, t: &mut Session) -> String {
+    /// Undoes the commit and says what the switch runs now, and whether that is what it
+    /// ran before (read back to tell).
+    fn roll_back(&mut self, t: &mut Session) -> (String, bool) {
         let mut attempt = self.device.rollback(t);
         if let Err(PushError::Transport(_)) = attempt {
             if let Err(e) = t.reconnect(&self.switch.mgmt, &self.options.ssh) {
-                return self.unreachable_after_commit(&e.to_string());
+                return (self.unreachable_after_commit(&e.to_string()), false);
             }
             attempt = self.device.rollback(t);
         }
-        let state = self.state_after_rollback(t);
+        let (state, restored) = self.state_after_rollback(t);
         match attempt {
-            Ok(()) => format!("rolled back: {state}"),
-            Err(e) => format!("rollback failed ({e}); {state}"),
+            Ok(()) => (format!("rolled back: {state}"), restored),
+            Err(e) => (format!("rollback failed ({e}); {state}"), false),
         }
     }
 
     /// Does the switch run what it ran before?
-    fn state_after_rollback(&mut self, t: &mut Session) -> String {
+    fn state_after_rollback(&mut self, t: &mut Session) -> (String, bool) {
         let now = match self.device.get_running(t) {
             Ok(now) => now,
-            Err(e) => return format!("the switch could not be read again ({e}); check it by hand"),
+            Err(e) => {
+                let state = format!("the switch could not be read again ({e}); check it by hand");
+                return (state, false);
+            }
         };
         match switch_config::revert(self.intent(), &self.before, &now) {
-            Ok(left) if left.changes.is_empty() => "the switch runs what it ran before".into(),
-            Ok(left) => format!(
-                "the switch does NOT run what it ran before ({} item(s) differ); check it by hand",
-                left.changes.len()
+            Ok(left) if left.changes.is_empty() => {
+                ("the switch runs what it ran before".into(), true)
+            }
+            Ok(left) => (
+                format!(
+                    "the switch does NOT run what it ran before ({} item(s) differ); check it by hand",
+                    left.changes.len()
+                ),
+                false,
             ),
-            Err(e) => format!("the switch's configuration cannot be read ({e}); check it by hand"),
+            Err(e) => (
+                format!("the switch's configuration cannot be read ({e}); check it by hand"),
+                false,
+            ),
         }
     }
 
@@ -305,19 +453,37 @@ impl Change<'_> {
 }
 
 impl Failure {
-    /// The failure, and what was done about it.
-    fn describe(self, change: &mut Change<'_>, t: &mut Session) -> String {
+    fn interrupted(&self) -> bool {
+        let (Failure::Read(why) | Failure::BeforeCommit(why) | Failure::AfterCommit(why)) = self;
+        why.starts_with(INTERRUPTED)
+    }
+
+    /// The failure, what was done about it, and whether nothing of the change is left
+    /// active on the switch.
+    fn describe(self, change: &mut Change<'_>, t: &mut Session) -> (String, bool) {
         match self {
-            Failure::Read(why) => why,
+            Failure::Read(why) => (why, true),
             Failure::BeforeCommit(why) => match change.device.discard(t) {
-                Ok(()) => format!("{why}; nothing was activated (candidate discarded)"),
-                Err(e) => {
-                    format!("{why}; nothing was activated (discarding the candidate failed: {e})")
-                }
+                Ok(()) => (
+                    format!("{why}; nothing was activated (candidate discarded)"),
+                    true,
+                ),
+                Err(e) => (
+                    format!("{why}; nothing was activated (discarding the candidate failed: {e})"),
+                    true,
+                ),
             },
-            Failure::AfterCommit(why) => format!("{why}; {}", change.roll_back(t)),
+            Failure::AfterCommit(why) => {
+                let (done, restored) = change.roll_back(t);
+                (format!("{why}; {done}"), restored)
+            }
         }
     }
+}
+
+/// The journal, even if a thread panicked while holding it (its file is still good).
+fn lock(journal: &Mutex<Journal>) -> std::sync::MutexGuard<'_, Journal> {
+    journal.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn sha256(text: &str) -> String {

@@ -36,6 +36,7 @@ pub struct Summary {
     pub changed: usize,
     pub failed: usize,
     pub unreachable: usize,
+    pub interrupted: usize,
 }
 
 impl Summary {
@@ -47,6 +48,7 @@ impl Summary {
                 Status::Changed => &mut s.changed,
                 Status::Failed => &mut s.failed,
                 Status::Unreachable => &mut s.unreachable,
+                Status::Interrupted => &mut s.interrupted,
             } += 1;
         }
         s
@@ -136,9 +138,18 @@ impl Reporter {
         } else {
             "changed"
         };
-        let total = summary.ok + summary.changed + summary.failed + summary.unreachable;
+        let total = summary.ok
+            + summary.changed
+            + summary.failed
+            + summary.unreachable
+            + summary.interrupted;
+        let interrupted = if summary.interrupted > 0 {
+            format!(", {} interrupted", summary.interrupted)
+        } else {
+            String::new()
+        };
         print_text(&format!(
-            "{total} switch(es): {} ok, {} {changed}, {} failed, {} unreachable ({seconds:.1} s); journal: {journal}\n",
+            "{total} switch(es): {} ok, {} {changed}, {} failed, {} unreachable{interrupted} ({seconds:.1} s); journal: {journal}\n",
             summary.ok, summary.changed, summary.failed, summary.unreachable
         ))
     }
@@ -150,7 +161,7 @@ impl Reporter {
             (Status::Changed, false) => {
                 format!("{} change(s) made, verified and confirmed", r.changes.len())
             }
-            (Status::Failed | Status::Unreachable, _) => r
+            (Status::Failed | Status::Unreachable | Status::Interrupted, _) => r
                 .message
                 .clone()
                 .unwrap_or_else(|| "no reason given".into()),

@@ -13,7 +13,8 @@ use super::{HostStatus, Remote, endpoint, open, run, seconds_since};
 use crate::parallel::{self, Progress};
 use crate::plan::Plan;
 use crate::plan::hosts::network_plan;
-use crate::ssh::{Session, SshOptions, shell_quote};
+use crate::ssh::{Session, SshOptions};
+use switch_config::shell::ShellCommand;
 
 pub struct Options {
     pub check: bool,
@@ -102,27 +103,24 @@ fn configure(
 ) -> Result<(), String> {
     let host = &plan.hosts[rank].name;
     let remote = &options.remote;
-    let installed = run(
-        session,
-        &format!(
-            "sha256sum {} 2>/dev/null || true",
-            shell_quote(&remote.binary())
-        ),
-    )?;
+    let checksum = ShellCommand::new("sha256sum")
+        .arg(remote.binary())
+        .code("2>/dev/null || true");
+    let installed = run(session, &checksum)?;
     let current = installed.split_whitespace().next() == Some(binary.sha256.as_str());
     result.binary_uploaded = !current;
     let workdir = if options.check {
-        run(session, "mktemp -d /tmp/mltctl-check.XXXXXX")?
-            .trim()
-            .to_string()
+        let scratch = run(
+            session,
+            &ShellCommand::new("mktemp -d /tmp/mltctl-check.XXXXXX"),
+        )?;
+        Remote::new(scratch.trim(), plan)?
     } else {
-        run(session, &format!("mkdir -p {}", shell_quote(&remote.dir)))?;
-        remote.dir.clone()
+        run(session, &ShellCommand::new("mkdir -p").arg(remote.dir()))?;
+        remote.clone()
     };
     let outcome = (|| {
-        let scratch = Remote {
-            dir: workdir.clone(),
-        };
+        let scratch = &workdir;
         let endhost = if current {
             remote.binary()
         } else {
@@ -137,13 +135,12 @@ fn configure(
         session
             .upload(&json, &plan_file, 0o644)
             .map_err(|e| format!("uploading the plan: {e}"))?;
-        let mut command = format!(
-            "{} configure --plan {} --json",
-            shell_quote(&endhost),
-            shell_quote(&plan_file)
-        );
+        let mut command = ShellCommand::program(&endhost)
+            .code("configure --plan")
+            .arg(&plan_file)
+            .code("--json");
         if options.check {
-            command.push_str(" --check");
+            command = command.code("--check");
         }
         let output = session
             .exec(&command)
@@ -159,7 +156,7 @@ fn configure(
     })();
     if options.check {
         // Best effort: the scratch directory is in /tmp either way.
-        let _ = run(session, &format!("rm -rf {}", shell_quote(&workdir)));
+        let _ = run(session, &ShellCommand::new("rm -rf").arg(workdir.dir()));
     }
     let report = outcome?;
     result.status = match report.status {

@@ -19,7 +19,8 @@ use crate::parallel::{self, Progress};
 use crate::plan::Plan;
 use crate::plan::groups::{Contention, Pattern, Rack};
 use crate::plan::hosts::ip_mac;
-use crate::ssh::{SshOptions, shell_quote};
+use crate::ssh::SshOptions;
+use switch_config::shell::ShellCommand;
 
 pub struct Options {
     pub forks: usize,
@@ -98,8 +99,12 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
         .map_err(|e| (HostStatus::Unreachable, e))
         .and_then(|mut session| {
             let failed = |e: String| (HostStatus::Failed, e);
-            let endhost = shell_quote(&remote.binary());
-            run(&mut session, &format!("test -x {endhost}")).map_err(|_| {
+            let endhost = || ShellCommand::program(remote.binary());
+            run(
+                &mut session,
+                &ShellCommand::new("test -x").arg(remote.binary()),
+            )
+            .map_err(|_| {
                 failed(format!(
                     "{} is not there: run mltctl bootstrap first",
                     remote.binary()
@@ -107,7 +112,10 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
             })?;
             let env = environment(plan, rank, remote, options.datapath);
             let files = [
-                ("transport.json", transport_json(plan, rank, remote, options.datapath)),
+                (
+                    "transport.json",
+                    transport_json(plan, rank, remote, options.datapath),
+                ),
                 ("ipmac", ip_mac(plan, rank).into_bytes()),
                 ("env", env_file(&env).into_bytes()),
             ];
@@ -116,24 +124,22 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
                     .upload(&data, &remote.file(name, suffix), 0o644)
                     .map_err(|e| failed(format!("uploading {suffix}: {e}")))?;
             }
-            let file = |suffix| shell_quote(&remote.file(name, suffix));
-            run(
-                &mut session,
-                &format!("{endhost} stop --pid-file {}", file("pid")),
-            )
-            .map_err(failed)?;
-            let pid = run(
-                &mut session,
-                &format!(
-                    "{endhost} serve --config {} --socket {} --pid-file {} --log {} --connect-timeout {} --detach",
-                    file("transport.json"),
-                    file("sock"),
-                    file("pid"),
-                    file("log"),
-                    options.ready_timeout.as_secs().max(1)
-                ),
-            )
-            .map_err(failed)?;
+            let file = |suffix| remote.file(name, suffix);
+            let stop = endhost().code("stop --pid-file").arg(file("pid"));
+            run(&mut session, &stop).map_err(failed)?;
+            let serve = endhost()
+                .code("serve --config")
+                .arg(file("transport.json"))
+                .code("--socket")
+                .arg(file("sock"))
+                .code("--pid-file")
+                .arg(file("pid"))
+                .code("--log")
+                .arg(file("log"))
+                .code("--connect-timeout")
+                .arg(options.ready_timeout.as_secs().max(1).to_string())
+                .code("--detach");
+            let pid = run(&mut session, &serve).map_err(failed)?;
             Ok(pid.trim().parse().ok())
         });
     match outcome {
@@ -157,21 +163,22 @@ pub fn wait_host(plan: &Plan, rank: usize, options: &Options) -> (HostResult, Op
     let mut out = result(plan, rank);
     let remote = &options.remote;
     let name = &plan.hosts[rank].name;
-    let file = |suffix| shell_quote(&remote.file(name, suffix));
+    let file = |suffix| remote.file(name, suffix);
     let outcome = open(plan, rank, &options.ssh).and_then(|mut session| {
-        let command = format!(
-            "{} status --socket {} --pid-file {} --wait {} --json",
-            shell_quote(&remote.binary()),
-            file("sock"),
-            file("pid"),
-            options.ready_timeout.as_secs().max(1)
-        );
+        let command = ShellCommand::program(remote.binary())
+            .code("status --socket")
+            .arg(file("sock"))
+            .code("--pid-file")
+            .arg(file("pid"))
+            .code("--wait")
+            .arg(options.ready_timeout.as_secs().max(1).to_string())
+            .code("--json");
         match run(&mut session, &command) {
             Ok(stdout) => serde_json::from_str::<Status>(stdout.trim())
                 .map_err(|e| format!("unexpected status reply ({e}): {stdout}")),
             Err(e) => {
-                let log =
-                    run(&mut session, &format!("tail -n 5 {}", file("log"))).unwrap_or_default();
+                let tail = ShellCommand::new("tail -n 5").arg(file("log"));
+                let log = run(&mut session, &tail).unwrap_or_default();
                 Err(format!("{e}; its log ends:\n{}", log.trim_end()))
             }
         }
@@ -305,11 +312,9 @@ pub fn stop_host(plan: &Plan, rank: usize, ssh: &SshOptions, remote: &Remote) ->
     let outcome = open(plan, rank, ssh)
         .map_err(|e| (HostStatus::Unreachable, e))
         .and_then(|mut session| {
-            let command = format!(
-                "{} stop --pid-file {}",
-                shell_quote(&remote.binary()),
-                shell_quote(&remote.file(name, "pid"))
-            );
+            let command = ShellCommand::program(remote.binary())
+                .code("stop --pid-file")
+                .arg(remote.file(name, "pid"));
             run(&mut session, &command).map_err(|e| (HostStatus::Failed, e))
         });
     match outcome {

@@ -13,16 +13,50 @@ use std::time::Instant;
 use endhost::config::{Collective, DatapathKind};
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
-use crate::ssh::{Session, SshOptions, shell_quote};
+use switch_config::names::check_name;
+use switch_config::shell::{ShellCommand, quote};
 
-/// Where mltctl's files live on every host.
+use crate::plan::Plan;
+use crate::ssh::{Session, SshOptions};
+
+/// Where mltctl's files live on every host: one absolute directory, and in it only
+/// files named after a host (checked when the value is made, so every path it gives
+/// stays inside the directory).
 #[derive(Debug, Clone)]
 pub struct Remote {
-    pub dir: String,
+    dir: String,
 }
 
 impl Remote {
+    /// `dir` for the hosts of `plan`; refused unless it is an absolute path without `.`
+    /// or `..` parts or control characters, and every host name is a plain file name.
+    pub fn new(dir: &str, plan: &Plan) -> Result<Remote, String> {
+        let dir = dir.trim_end_matches('/');
+        let parts_ok = dir
+            .split('/')
+            .skip(1)
+            .all(|part| !part.is_empty() && part != "." && part != "..");
+        if !dir.starts_with('/') || !parts_ok || dir.chars().any(char::is_control) {
+            return Err(format!(
+                "--remote-dir {}: give an absolute directory without `.` or `..` parts",
+                quote(dir)
+            ));
+        }
+        if let Some(host) = plan.hosts.iter().find(|h| check_name(&h.name).is_err()) {
+            return Err(format!(
+                "host name {} cannot name a file",
+                quote(&host.name)
+            ));
+        }
+        Ok(Remote {
+            dir: dir.to_string(),
+        })
+    }
+
+    pub fn dir(&self) -> &str {
+        &self.dir
+    }
+
     /// The `endhost` binary bootstrap uploads.
     pub fn binary(&self) -> String {
         format!("{}/endhost", self.dir)
@@ -135,7 +169,7 @@ pub fn environment(
 /// `environment` as a file a shell can source.
 pub fn env_file(env: &BTreeMap<String, String>) -> String {
     env.iter()
-        .map(|(k, v)| format!("export {k}={}\n", shell_quote(v)))
+        .map(|(k, v)| format!("export {k}={}\n", quote(v)))
         .collect()
 }
 
@@ -151,7 +185,7 @@ fn endpoint(plan: &Plan, rank: usize) -> String {
 }
 
 /// Runs `command` and returns its standard output, or a message with its standard error.
-fn run(session: &mut Session, command: &str) -> Result<String, String> {
+fn run(session: &mut Session, command: &ShellCommand) -> Result<String, String> {
     let output = session
         .exec(command)
         .map_err(|e| format!("`{command}`: {e}"))?;

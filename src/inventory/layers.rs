@@ -1,4 +1,8 @@
 //! Layer-size files: one layer per line, `size` or `name size`, `#` starts a comment.
+//!
+//! A layer file is named by the inventory but may be any file the admin points at (a
+//! mistake can point at a secret), so problems give its line and column and never
+//! quote its text.
 
 use marked_yaml::Marker;
 
@@ -25,18 +29,38 @@ pub fn parse_layer_file(text: &str, source: usize, report: &mut Reporter) -> Vec
             }
         };
         match size.parse::<u64>() {
-            Ok(params) if params > 0 => layers.push(Layer { name, params }),
+            Ok(params) if params > 0 && valid_layer_name(&name) => {
+                layers.push(Layer { name, params })
+            }
+            Ok(params) if params > 0 => report.error_at(
+                Marker::new(
+                    source,
+                    0,
+                    index + 1,
+                    line.len() - line.trim_start().len() + 1,
+                ),
+                "a layer name may hold only letters, digits and `-_.:/()[]`, up to 128 of them",
+            ),
             _ => {
                 // The size is the last field, so the rightmost match is its position.
                 let column = content.rfind(size).unwrap_or(0) + 1;
                 report.error_at(
                     Marker::new(source, 0, index + 1, column),
-                    format!("`{size}` is not a layer size (a whole number of parameters above 0)"),
+                    "not a layer size (a whole number of parameters above 0)",
                 );
             }
         }
     }
     layers
+}
+
+/// Layer names are printed (`plan --explain`), so they hold no control characters or
+/// anything a terminal would act on.
+fn valid_layer_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/()[]".contains(&b))
 }
 
 #[cfg(test)]
@@ -73,8 +97,8 @@ mod tests {
         parse_layer_file("conv1 12x\nfc 0\na b c\n", src, &mut report);
         assert_eq!(
             report.finish().to_string(),
-            "m.layers:1:7: `12x` is not a layer size (a whole number of parameters above 0)\n\
-             m.layers:2:4: `0` is not a layer size (a whole number of parameters above 0)\n\
+            "m.layers:1:7: not a layer size (a whole number of parameters above 0)\n\
+             m.layers:2:4: not a layer size (a whole number of parameters above 0)\n\
              m.layers:3:1: expected `size` or `name size` on each line\n"
         );
     }

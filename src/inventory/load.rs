@@ -8,8 +8,15 @@ use marked_yaml::types::{MarkedMappingNode, MarkedSequenceNode};
 use marked_yaml::{Error as SerdeError, FromNodeError, LoaderOptions, Node, Span};
 use serde::de::DeserializeOwned;
 
+use endhost::input::{InputError, read_text};
+use yaml_rust2::parser::{Event, Parser};
+use yaml_rust2::scanner::Marker as YamlMarker;
+
 use super::{Inventory, raw, validate};
 use crate::diag::{Diagnostics, Reporter, start_of};
+
+/// The largest inventory (or file it names) read; a 2,048-host fabric is about 1 MB.
+pub const MAX_INPUT_BYTES: u64 = 32 << 20;
 
 /// Why an inventory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +25,7 @@ pub enum LoadError {
     Io {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: InputError,
     },
     #[error("the inventory has {} problem(s)", .0.len())]
     Invalid(Diagnostics),
@@ -26,10 +33,22 @@ pub enum LoadError {
 
 /// Reads and validates the inventory at `path`.
 pub fn load(path: &Path) -> Result<Inventory, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = match read_text(path, MAX_INPUT_BYTES) {
+        Ok(text) => text,
+        Err(InputError::NotUtf8 { line, column }) => {
+            let mut report = Reporter::default();
+            let source = report.add_source(path);
+            let mark = marked_yaml::Marker::new(source, 0, line, column);
+            report.error_at(mark, "not UTF-8 text; an inventory must be UTF-8");
+            return Err(LoadError::Invalid(report.finish()));
+        }
+        Err(source) => {
+            return Err(LoadError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
     load_str(path, &text)
 }
 
@@ -37,6 +56,7 @@ pub fn load(path: &Path) -> Result<Inventory, LoadError> {
 pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
     let mut report = Reporter::default();
     let source = report.add_source(path);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let options = LoaderOptions::default().error_on_duplicate_keys(true);
     let root = match marked_yaml::parse_yaml_with_options(source, text, options) {
         Ok(root) => root,
@@ -45,11 +65,43 @@ pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
             return Err(LoadError::Invalid(report.finish()));
         }
     };
+    if let Some(second) = second_document(text) {
+        report.error_at(
+            marked_yaml::Marker::new(source, second.index(), second.line(), second.col() + 1),
+            "a second YAML document starts here; an inventory is one document",
+        );
+    }
     let sections = read_sections(&root, &mut report);
     match validate::validate(path, sections, &mut report) {
         Some(inventory) if !report.has_errors() => Ok(inventory),
         None if !report.has_errors() => unreachable!("validation failed without a problem"),
         _ => Err(LoadError::Invalid(report.finish())),
+    }
+}
+
+/// Where a second document starts, if `text` holds more than one (the YAML loader
+/// reads only the first and would ignore the rest without a word).
+fn second_document(text: &str) -> Option<YamlMarker> {
+    // Documents are separated by `---` or `...` at the start of a line.
+    let separated = text
+        .lines()
+        .any(|l| l.starts_with("---") || l.starts_with("..."));
+    if !separated {
+        return None;
+    }
+    let mut parser = Parser::new(text.chars());
+    let mut documents = 0;
+    loop {
+        match parser.next_token() {
+            Ok((Event::DocumentStart, mark)) => {
+                documents += 1;
+                if documents == 2 {
+                    return Some(mark);
+                }
+            }
+            Ok((Event::StreamEnd, _)) | Err(_) => return None,
+            Ok(_) => {}
+        }
     }
 }
 

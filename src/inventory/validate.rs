@@ -29,9 +29,14 @@ use super::{
 };
 use crate::diag::{Reporter, start_of};
 use crate::plan::addressing::PathLayout;
+use switch_config::names::{check_name, check_port_name};
+use switch_config::redact::shown;
 
 mod training;
 
+/// The largest switch buffer (1 TiB; real ones hold tens of MB): thresholds and their
+/// sums stay far from overflow.
+const MAX_BUFFER_BYTES: u64 = 1 << 40;
 /// Largest queue count a switch may declare (and so the most priorities a plan uses).
 const MAX_QUEUES: u64 = 16;
 /// When the inventory does not say, use at most this many queues (the usual 8).
@@ -268,8 +273,9 @@ impl Validator<'_> {
     }
 
     fn fabric(&mut self, f: &raw::Fabric) -> Option<Fabric> {
-        if f.name.trim().is_empty() {
-            self.error(f.name.span(), "`fabric.name` must not be empty");
+        if let Err(rule) = check_name(&f.name) {
+            let msg = format!("fabric name {} {rule}", shown(&f.name));
+            self.error(f.name.span(), msg);
         }
         let path_pool = self.network(&f.path_pool);
         let mtu = self.int_or(&f.mtu, "fabric.mtu", 576..=9216, 1500u16);
@@ -291,6 +297,12 @@ impl Validator<'_> {
                 continue;
             }
             seen.insert(r.name.to_string(), start_of(r.name.span()).line());
+            if let Err(rule) = check_name(&r.name) {
+                let msg = format!("rack name {} {rule}", shown(&r.name));
+                self.error(r.name.span(), msg);
+                self.fail("rack", &r.name);
+                continue;
+            }
             let owner = format!("the gateway of rack {}", *r.name);
             let subnet = self.network(&r.subnet);
             let gateway_ip = self.ipv4(&r.gateway.ip);
@@ -347,8 +359,8 @@ impl Validator<'_> {
             .map(|s| (&s.value.name, "switch"))
             .chain(hosts.iter().map(|h| (&h.value.name, "host")));
         for (name, kind) in entries {
-            if name.trim().is_empty() || name.contains(char::is_whitespace) || name.contains(':') {
-                let msg = format!("{kind} name `{}` must be one word without `:`", **name);
+            if let Err(rule) = check_name(name) {
+                let msg = format!("{kind} name {} {rule}", shown(name));
                 self.error(name.span(), msg);
                 continue;
             }
@@ -370,8 +382,11 @@ impl Validator<'_> {
             self.error(at, "missing required field `mgmt.address`");
             return None;
         };
-        if address.trim().is_empty() || address.contains(char::is_whitespace) {
-            let msg = format!("`{}` is not a management address", *address);
+        if !is_mgmt_address(&address) {
+            let msg = format!(
+                "{} is not a management address (an IPv4 or IPv6 address, or a host name)",
+                shown(&address)
+            );
             self.error(address.span(), msg);
         }
         let port = own.port.or(defaults.port.clone());
@@ -388,6 +403,13 @@ impl Validator<'_> {
             }
             return None;
         };
+        if !is_user_name(&user) {
+            let msg = format!(
+                "{} is not a user name (up to 32 letters, digits, `_`, `.` or `-`, not starting with `-` or `.`)",
+                shown(&user)
+            );
+            self.error(user.span(), msg);
+        }
         let key = self.key(&key);
         Some(Mgmt {
             address: address.to_string(),
@@ -407,9 +429,16 @@ impl Validator<'_> {
             );
             return None;
         }
-        for var in [&key.env, &key.passphrase_env].into_iter().flatten() {
-            if !is_env_name(var) {
-                let msg = format!("`{}` is not an environment variable name", **var);
+        for (var, field) in [
+            (&key.env, "key.env"),
+            (&key.passphrase_env, "passphrase_env"),
+        ] {
+            // Never quoted back: a key or passphrase pasted here would be printed.
+            if let Some(var) = var.as_ref().filter(|v| !is_env_name(v)) {
+                let msg = format!(
+                    "`{field}` must name an environment variable (letters, digits and `_`), \
+                     not hold the secret itself"
+                );
                 self.error(var.span(), msg);
             }
         }
@@ -477,9 +506,9 @@ impl Validator<'_> {
                 (_, _) => Some(None),
             };
             let mgmt = self.mgmt(s.mgmt.as_ref(), defaults, s.name.span());
-            let buffer_bytes = self.int(&s.buffer_bytes, "buffer_bytes", 1..=u64::MAX);
+            let buffer_bytes = self.int(&s.buffer_bytes, "buffer_bytes", 1..=MAX_BUFFER_BYTES);
             let queues = self.int(&s.queues, "queues", 1..=MAX_QUEUES);
-            let ports = self.ports(&s.name, &s.ports, reserved);
+            let ports = self.ports(&s.name, vendor, &s.ports, reserved);
             let (Some(role), Some(vendor), Some(rack), Some(mgmt), Some(buffer_bytes)) =
                 (role, vendor, rack, mgmt, buffer_bytes)
             else {
@@ -510,6 +539,7 @@ impl Validator<'_> {
     fn ports(
         &mut self,
         switch: &Spanned<String>,
+        vendor: Option<Vendor>,
         items: &[raw::Port],
         reserved: &Reserved,
     ) -> Option<Vec<Port>> {
@@ -517,6 +547,12 @@ impl Validator<'_> {
         let mut ports = Vec::new();
         let mut ok = true;
         for p in items {
+            if let Some(Err(rule)) = vendor.map(|v| check_port_name(v, &p.name)) {
+                let msg = format!("port {} on {} {rule}", shown(&p.name), **switch);
+                self.error(p.name.span(), msg);
+                ok = false;
+                continue;
+            }
             if !names.insert(p.name.as_str()) {
                 let msg = format!("port `{}` is defined twice on {}", *p.name, **switch);
                 self.error(p.name.span(), msg);
@@ -599,12 +635,17 @@ impl Validator<'_> {
                     self.error(h.nic.ip.span(), msg);
                 }
             }
-            if h.nic.name.trim().is_empty() {
-                self.error(h.nic.name.span(), "`nic.name` must not be empty");
-            }
+            let nic_ok = match endhost::addr::check_ifname(&h.nic.name) {
+                Ok(()) => true,
+                Err(rule) => {
+                    let msg = format!("NIC name {} {rule}", shown(&h.nic.name));
+                    self.error(h.nic.name.span(), msg);
+                    false
+                }
+            };
             let cores = self.cores(&h.name, &h.cores);
-            let (Some(rack), Some(mgmt), Some(pci), Some(mac), Some(ip), Some(cores)) =
-                (rack, mgmt, pci, mac, ip, cores)
+            let (Some(rack), Some(mgmt), Some(pci), Some(mac), Some(ip), Some(cores), true) =
+                (rack, mgmt, pci, mac, ip, cores, nic_ok)
             else {
                 self.fail("host", &h.name);
                 continue;
@@ -1029,6 +1070,31 @@ fn overlaps(a: Ipv4Net, b: Ipv4Net) -> bool {
 fn is_host_address(subnet: Ipv4Net, ip: Ipv4Addr) -> bool {
     subnet.contains(&ip)
         && (subnet.prefix_len() >= 31 || (ip != subnet.network() && ip != subnet.broadcast()))
+}
+
+/// An IPv4 or IPv6 address, or a DNS host name (RFC 1123 labels).
+fn is_mgmt_address(address: &str) -> bool {
+    if address.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    (1..=253).contains(&address.len())
+        && address.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// A POSIX-portable user name, as `useradd` takes it.
+fn is_user_name(user: &str) -> bool {
+    (1..=32).contains(&user.len())
+        && !user.starts_with(['-', '.'])
+        && user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
 fn is_env_name(name: &str) -> bool {

@@ -30,9 +30,10 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use crate::items::{Change, Items};
+use crate::redact::shown;
 use crate::text::{
-    NextHop, NextHops, RouteLine, add_route, check_eight_queues, default_class, number_list,
-    parse_error, planned_routes, ranges, route_lines,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, RouteLine, add_route, check_eight_queues,
+    default_class, number_list, parse_error, planned_routes, ranges, route_lines,
 };
 use crate::{Driver, Error, SwitchIntent, templates};
 
@@ -166,10 +167,20 @@ impl Driver for Cumulus {
         for (index, raw) in running.lines().enumerate() {
             let line = raw.trim();
             let words: Vec<&str> = line.split_whitespace().collect();
-            let fail =
-                |message: &str| parse_error(intent, index + 1, format!("{message}: `{line}`"));
-            let list = |text: &str| number_list(text).ok_or_else(|| fail("cannot read list"));
-            let number = |text: &str| text.parse::<u64>().map_err(|_| fail("cannot read number"));
+            let fail = |message: String| parse_error(intent, index + 1, message);
+            let list = |text: &str, max: u32| number_list(text, max).map_err(fail);
+            let number = |text: &str| {
+                text.parse::<u64>()
+                    .map_err(|_| fail(format!("{} is not a number", shown(text))))
+            };
+            // A class, priority or percentage: a small number within its domain.
+            let small = |text: &str, max: u8| match text.parse::<u8>() {
+                Ok(n) if n <= max => Ok(n),
+                _ => Err(fail(format!(
+                    "{} is not a number from 0 to {max}",
+                    shown(text)
+                ))),
+            };
             match words.as_slice() {
                 [
                     "nv",
@@ -193,8 +204,8 @@ impl Driver for Cumulus {
                     "switch-priority",
                     p,
                 ] => {
-                    let priority = number(p)? as u8;
-                    for dscp in list(dscps)?.into_iter().filter(|d| *d < 64) {
+                    let priority = small(p, MAX_CLASS as u8)?;
+                    for dscp in list(dscps, MAX_DSCP)? {
                         items.insert(Key::DscpPriority(dscp as u8), Value::Number(priority));
                     }
                 }
@@ -209,8 +220,11 @@ impl Driver for Cumulus {
                     "traffic-class",
                     t,
                 ] => {
-                    let class = number(t)? as u8;
-                    for priority in list(ps)?.into_iter().filter(|p| *p < u32::from(classes)) {
+                    let class = small(t, MAX_CLASS as u8)?;
+                    for priority in list(ps, MAX_CLASS)?
+                        .into_iter()
+                        .filter(|p| *p < u32::from(classes))
+                    {
                         items.insert(Key::PriorityClass(priority as u8), Value::Number(class));
                     }
                 }
@@ -225,7 +239,7 @@ impl Driver for Cumulus {
                     "mode",
                     mode,
                 ] => {
-                    for q in list(qs)?
+                    for q in list(qs, MAX_CLASS)?
                         .into_iter()
                         .map(|q| q as u8)
                         .filter(|q| queues.contains(q))
@@ -244,7 +258,7 @@ impl Driver for Cumulus {
                     field,
                     value,
                 ] => {
-                    for q in list(qs)?
+                    for q in list(qs, MAX_CLASS)?
                         .into_iter()
                         .map(|q| q as u8)
                         .filter(|q| queues.contains(q))
@@ -262,7 +276,7 @@ impl Driver for Cumulus {
                             "max-threshold" | "max-threshold-bytes" => {
                                 c.max_threshold = Some(number(value)?)
                             }
-                            "probability" => c.probability = Some(number(value)? as u8),
+                            "probability" => c.probability = Some(small(value, 100)?),
                             "ecn" => c.ecn = Some(*value == "enable"),
                             "red" => c.red = Some(*value == "enable"),
                             _ => {}
@@ -280,7 +294,9 @@ impl Driver for Cumulus {
                     "via",
                     hop,
                 ] => {
-                    let prefix: Ipv4Net = prefix.parse().map_err(|_| fail("cannot read prefix"))?;
+                    let prefix: Ipv4Net = prefix
+                        .parse()
+                        .map_err(|_| fail(format!("{} is not a prefix", shown(prefix))))?;
                     if intent.owns_route(&prefix) {
                         add_route(
                             &mut routes,
@@ -302,7 +318,7 @@ impl Driver for Cumulus {
         full: bool,
     ) -> Result<String, Error> {
         templates::render(
-            &intent.name,
+            intent,
             "cumulus/config.tera",
             &View::of(intent, changes, full),
         )

@@ -24,9 +24,11 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use crate::items::{Change, Items};
+use crate::redact::shown;
 use crate::text::{
-    NextHop, NextHops, RouteLine, add_route, check_eight_queues, default_class, dscps_by_class,
-    number_list, parse_error, planned_routes, route_lines, unexpressible, wanted,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, RouteLine, add_route, check_eight_queues,
+    default_class, dscps_by_class, number_list, parse_error, planned_routes, route_lines,
+    unexpressible, wanted,
 };
 use crate::{Driver, Error, SwitchIntent, templates};
 
@@ -175,7 +177,7 @@ impl Driver for Eos {
             }
             let indent = raw.len() - raw.trim_start().len();
             let words: Vec<&str> = line.split_whitespace().collect();
-            let fail = |message: &str| parse_error(intent, line_no, format!("{message}: `{line}`"));
+            let fail = |message: &str| parse_error(intent, line_no, message);
             if indent == 0 {
                 tx_queue = None;
                 section = match words.as_slice() {
@@ -186,15 +188,17 @@ impl Driver for Eos {
                 match words.as_slice() {
                     ["qos", "profile", PROFILE] => seen.profile = true,
                     ["qos", "map", "dscp", rest @ ..] => {
-                        let (dscps, class) = map_line(rest, "traffic-class")
-                            .ok_or_else(|| fail("cannot read DSCP map"))?;
-                        for dscp in dscps.into_iter().filter(|d| *d < 64) {
+                        let (dscps, class) = map_line(rest, "traffic-class", MAX_DSCP)
+                            .map_err(|e| fail(&format!("cannot read the DSCP map: {e}")))?;
+                        for dscp in dscps {
                             seen.dscp[dscp as usize] = class;
                         }
                     }
                     ["qos", "map", "traffic-class", rest @ ..] => {
-                        let (classes, queue) = map_line(rest, "tx-queue")
-                            .ok_or_else(|| fail("cannot read traffic-class map"))?;
+                        let (classes, queue) =
+                            map_line(rest, "tx-queue", MAX_CLASS).map_err(|e| {
+                                fail(&format!("cannot read the traffic-class map: {e}"))
+                            })?;
                         for class in classes {
                             seen.class_queue.insert(class, queue);
                         }
@@ -249,11 +253,7 @@ impl Driver for Eos {
         changes: &[Change<Key, Value>],
         full: bool,
     ) -> Result<String, Error> {
-        templates::render(
-            &intent.name,
-            "eos/config.tera",
-            &View::of(intent, changes, full),
-        )
+        templates::render(intent, "eos/config.tera", &View::of(intent, changes, full))
     }
 }
 
@@ -349,20 +349,36 @@ impl Running {
     }
 }
 
-/// `V V … to WORD T`: the values and their target.
-fn map_line(words: &[&str], target_word: &str) -> Option<(Vec<u32>, u8)> {
-    let to = words.iter().position(|w| *w == "to")?;
+/// `V V … to WORD T`: the values (none above `max`) and their target (0–7).
+fn map_line(words: &[&str], target_word: &str, max: u32) -> Result<(Vec<u32>, u8), String> {
+    let malformed = || format!("expected `VALUES to {target_word} N`");
+    let to = words
+        .iter()
+        .position(|w| *w == "to")
+        .ok_or_else(malformed)?;
     let [word, target] = &words[to + 1..] else {
-        return None;
+        return Err(malformed());
     };
     if *word != target_word {
-        return None;
+        return Err(malformed());
     }
+    let target = match target.parse::<u8>() {
+        Ok(t) if u32::from(t) <= MAX_CLASS => t,
+        _ => {
+            return Err(format!(
+                "{} is not a number from 0 to {MAX_CLASS}",
+                shown(target)
+            ));
+        }
+    };
     let mut values = Vec::new();
     for w in &words[..to] {
-        values.extend(number_list(w)?);
+        values.extend(number_list(w, max)?);
+        if values.len() > max as usize + 1 {
+            return Err(format!("more than {} values", max + 1));
+        }
     }
-    Some((values, target.parse().ok()?))
+    Ok((values, target))
 }
 
 /// `minimum-threshold N UNIT maximum-threshold N UNIT [max-mark-probability P] [weight W]`.

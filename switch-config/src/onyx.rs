@@ -29,9 +29,11 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use crate::items::{Change, Items};
+use crate::redact::shown;
 use crate::text::{
-    NextHop, NextHops, RouteLine, add_route, check_eight_queues, default_class, dscps_by_class,
-    number_list, parse_error, planned_routes, ranges, route_lines, unexpressible,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, RouteLine, add_route, check_eight_queues,
+    default_class, dscps_by_class, number_list, parse_error, planned_routes, ranges, route_lines,
+    unexpressible,
 };
 use crate::{Driver, Error, SwitchIntent, templates};
 
@@ -194,7 +196,7 @@ impl Driver for Onyx {
                 items.insert(Key::Ets(p(), q.queue), Value::Ets(Ets::Strict));
                 if let Some(ecn) = q.ecn {
                     let kb = |bytes: u64| {
-                        if bytes % KB == 0 {
+                        if bytes.is_multiple_of(KB) {
                             Ok(bytes / KB)
                         } else {
                             let item = format!("queue {} ECN threshold {bytes} bytes", q.queue);
@@ -252,17 +254,14 @@ impl Driver for Onyx {
         for (index, raw) in running.lines().enumerate() {
             let line = raw.trim();
             let words: Vec<&str> = line.split_whitespace().collect();
-            let fail =
-                |message: &str| parse_error(intent, index + 1, format!("{message}: `{line}`"));
+            let fail = |message: String| parse_error(intent, index + 1, message);
             match words.as_slice() {
                 ["interface", "ethernet", spec, rest @ ..] => {
-                    let ports = expand_ports(spec).ok_or_else(|| fail("cannot read port range"))?;
-                    for cli in ports {
+                    for cli in expand_ports(spec).map_err(fail)? {
                         let Some(port) = owned.get(&cli) else {
                             continue;
                         };
-                        interface_line(&mut items, port, rest, &queues)
-                            .ok_or_else(|| fail("cannot read"))?;
+                        interface_line(&mut items, port, rest, &queues).map_err(fail)?;
                     }
                 }
                 ["ip", "route", rest @ ..] => {
@@ -288,23 +287,24 @@ impl Driver for Onyx {
         changes: &[Change<Key, Value>],
         full: bool,
     ) -> Result<String, Error> {
-        templates::render(
-            &intent.name,
-            "onyx/config.tera",
-            &View::of(intent, changes, full),
-        )
+        templates::render(intent, "onyx/config.tera", &View::of(intent, changes, full))
     }
 }
 
-/// Applies one `interface ethernet … REST` line to a port of the plan; `None` when a
+/// Applies one `interface ethernet … REST` line to a port of the plan; an error when a
 /// statement the plan owns is malformed.
 fn interface_line(
     items: &mut Items<Key, Value>,
     port: &Port,
     rest: &[&str],
     queues: &BTreeSet<u8>,
-) -> Option<()> {
+) -> Result<(), String> {
     let p = || port.clone();
+    let small = |text: &str, max: u8| match text.parse::<u8>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!("{} is not a number from 0 to {max}", shown(text))),
+    };
+    let class = |text: &str| small(text, MAX_CLASS as u8);
     match rest {
         ["qos", "trust", trust] => {
             items.insert(Key::Trust(p()), Value::Trust(trust.to_string()));
@@ -318,21 +318,21 @@ fn interface_line(
             "switch-priority",
             priority,
         ] => {
-            let priority: u8 = priority.parse().ok()?;
-            for dscp in number_list(list)?.into_iter().filter(|d| *d < 64) {
+            let priority = class(priority)?;
+            for dscp in number_list(list, MAX_DSCP)? {
                 items.insert(Key::DscpPriority(p(), dscp as u8), Value::Number(priority));
             }
         }
         [
             "traffic-class",
-            class,
+            tc,
             "bind",
             "switch-priority",
             priorities @ ..,
         ] => {
             let mut set = BTreeSet::new();
             for word in priorities {
-                set.extend(number_list(word)?.into_iter().map(|v| v as u8));
+                set.extend(number_list(word, MAX_CLASS)?.into_iter().map(|v| v as u8));
             }
             // A priority belongs to one class: binding it here unbinds it from the
             // port's other classes.
@@ -342,17 +342,18 @@ fn interface_line(
                     other.retain(|sp| !set.contains(sp));
                 }
             }
-            items.insert(
-                Key::ClassBinding(p(), class.parse().ok()?),
-                Value::Priorities(set),
-            );
+            items.insert(Key::ClassBinding(p(), class(tc)?), Value::Priorities(set));
         }
         ["traffic-class", queue, "dcb", "ets", mode @ ..] => {
-            let queue: u8 = queue.parse().ok()?;
+            let queue = class(queue)?;
             let ets = match mode {
                 ["strict", ..] => Ets::Strict,
-                ["wrr", weight, ..] => Ets::Wrr(weight.parse().ok()?),
-                _ => return None,
+                ["wrr", weight, ..] => Ets::Wrr(
+                    weight
+                        .parse()
+                        .map_err(|_| format!("{} is not a WRR weight", shown(weight)))?,
+                ),
+                _ => return Err("expected `dcb ets strict` or `dcb ets wrr WEIGHT`".into()),
             };
             if queues.contains(&queue) {
                 items.insert(Key::Ets(p(), queue), Value::Ets(ets));
@@ -368,19 +369,22 @@ fn interface_line(
             "maximum-absolute",
             max,
         ] => {
-            let queue: u8 = queue.parse().ok()?;
+            let queue = class(queue)?;
             if queues.contains(&queue) {
+                let kb = |text: &str| {
+                    kilobytes(text).ok_or_else(|| format!("{} is not a size in KB", shown(text)))
+                };
                 let value = Value::Ecn {
                     control: control.to_string(),
-                    min_kb: kilobytes(min)?,
-                    max_kb: kilobytes(max)?,
+                    min_kb: kb(min)?,
+                    max_kb: kb(max)?,
                 };
                 items.insert(Key::Ecn(p(), queue), value);
             }
         }
         _ => {}
     }
-    Some(())
+    Ok(())
 }
 
 /// `150`, `150K` or `2M`, in KB.
@@ -431,18 +435,35 @@ fn cli_port(port: &str) -> Option<String> {
     (numeric && (2..=3).contains(&parts.len())).then(|| rest.to_string())
 }
 
+/// The most ports one `interface ethernet` range may name: Onyx's largest switches have
+/// 64 ports, each split in up to 4 (the SN4700's 128 ports of 200G, split in 2, and the
+/// SN5600's 64 × 800G ports split in 4). A wider range in a running configuration is an
+/// error, never a loop over billions of names.
+pub const MAX_RANGE_PORTS: u32 = 256;
+
 /// `1/5`, `1/1-1/32` or `1/1/1-1/1/4` → each port's CLI name.
-fn expand_ports(spec: &str) -> Option<Vec<String>> {
+fn expand_ports(spec: &str) -> Result<Vec<String>, String> {
     let Some((first, last)) = spec.split_once('-') else {
-        return Some(vec![spec.to_string()]);
+        return Ok(vec![spec.to_string()]);
     };
-    let (prefix, start) = first.rsplit_once('/')?;
-    let (last_prefix, end) = last.rsplit_once('/')?;
+    let malformed = || format!("{} is not a port range (such as 1/1-1/32)", shown(spec));
+    let (prefix, start) = first.rsplit_once('/').ok_or_else(malformed)?;
+    let (last_prefix, end) = last.rsplit_once('/').ok_or_else(malformed)?;
     if prefix != last_prefix {
-        return None;
+        return Err(malformed());
     }
-    let (start, end): (u32, u32) = (start.parse().ok()?, end.parse().ok()?);
-    Some((start..=end).map(|n| format!("{prefix}/{n}")).collect())
+    let (start, end): (u32, u32) = match (start.parse(), end.parse()) {
+        (Ok(start), Ok(end)) if start <= end => (start, end),
+        _ => return Err(malformed()),
+    };
+    if end - start >= MAX_RANGE_PORTS {
+        return Err(format!(
+            "port range {} names {} ports; at most {MAX_RANGE_PORTS} are accepted",
+            shown(spec),
+            u64::from(end - start) + 1
+        ));
+    }
+    Ok((start..=end).map(|n| format!("{prefix}/{n}")).collect())
 }
 
 #[derive(Serialize)]
@@ -582,7 +603,13 @@ mod tests {
         assert_eq!(cli_port("Eth1"), None);
         assert_eq!(expand_ports("1/1-1/3").unwrap(), ["1/1", "1/2", "1/3"]);
         assert_eq!(expand_ports("1/7").unwrap(), ["1/7"]);
-        assert_eq!(expand_ports("1/1-2/3"), None);
+        assert!(expand_ports("1/1-2/3").is_err());
+        assert!(expand_ports("1/3-1/1").is_err());
+        assert_eq!(
+            expand_ports("1/1-1/4294967295").unwrap_err(),
+            "port range `1/1-1/4294967295` names 4294967295 ports; at most 256 are accepted"
+        );
+        assert_eq!(expand_ports("1/1-1/256").unwrap().len(), 256);
     }
 
     #[test]

@@ -412,7 +412,7 @@ fn config_db<'a>(
             })
             .collect(),
     };
-    templates::render(&intent.name, "sonic/config.tera", &view)
+    templates::render(intent, "sonic/config.tera", &view)
 }
 
 /// A JSON patch: removals first (referencing tables before referenced ones), then

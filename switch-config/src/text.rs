@@ -8,6 +8,7 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use crate::items::{Change, Items};
+use crate::redact::shown;
 use crate::{Error, StaticRoute, SwitchIntent};
 
 /// Where a static route sends packets.
@@ -176,22 +177,48 @@ pub fn default_class(dscp: u8) -> u8 {
     dscp >> 3
 }
 
-/// Reads `4`, `4,5,7` or `0-7` (or a mix) into the numbers listed.
-pub fn number_list(text: &str) -> Option<Vec<u32>> {
+/// DSCP values are 0–63.
+pub const MAX_DSCP: u32 = 63;
+/// Traffic classes, switch priorities and queues of EOS, Cumulus and Onyx are 0–7.
+pub const MAX_CLASS: u32 = 7;
+
+/// Reads `4`, `4,5,7` or `0-7` (or a mix) into the numbers listed, none above `max`
+/// (the domain the list names): text from a device can never make this expand more
+/// than that domain holds. The error quotes the offending part and gives the limit.
+pub fn number_list(text: &str, max: u32) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
     for part in text.split(',') {
+        let number = |word: &str| {
+            let n: u32 = word
+                .trim()
+                .parse()
+                .map_err(|_| format!("{} is not a number or a range", shown(part)))?;
+            if n > max {
+                return Err(format!(
+                    "{} goes beyond {max}, the largest value this list may hold",
+                    shown(part)
+                ));
+            }
+            Ok(n)
+        };
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                let (a, b) = (number(a)?, number(b)?);
                 if a > b {
-                    return None;
+                    return Err(format!("{} is an empty range", shown(part)));
                 }
                 out.extend(a..=b);
             }
-            None => out.push(part.trim().parse().ok()?),
+            None => out.push(number(part)?),
+        }
+        if out.len() > 8 * (max as usize + 1) {
+            return Err(format!(
+                "a list of more than {} values where {max} is the largest",
+                8 * (max + 1)
+            ));
         }
     }
-    Some(out)
+    Ok(out)
 }
 
 /// `values` as contiguous runs, written `a` or `a-b`.
@@ -276,11 +303,25 @@ mod tests {
 
     #[test]
     fn number_lists_and_ranges() {
-        assert_eq!(number_list("4"), Some(vec![4]));
-        assert_eq!(number_list("4,5,7"), Some(vec![4, 5, 7]));
-        assert_eq!(number_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
-        assert_eq!(number_list("3-1"), None);
-        assert_eq!(number_list("x"), None);
+        assert_eq!(number_list("4", 7), Ok(vec![4]));
+        assert_eq!(number_list("4,5,7", 7), Ok(vec![4, 5, 7]));
+        assert_eq!(number_list("0-3,6", 63), Ok(vec![0, 1, 2, 3, 6]));
+        assert!(number_list("3-1", 7).is_err());
+        assert!(number_list("x", 7).is_err());
+    }
+
+    #[test]
+    fn lists_never_reach_past_their_domain() {
+        assert_eq!(
+            number_list("0-4294967295", MAX_DSCP).unwrap_err(),
+            "`0-4294967295` goes beyond 63, the largest value this list may hold"
+        );
+        assert!(number_list("0-99999999999", MAX_CLASS).is_err());
+        assert!(number_list("8", MAX_CLASS).is_err());
+        assert_eq!(number_list("0-63", MAX_DSCP).unwrap().len(), 64);
+        // Repeats cannot blow it up either.
+        let repeated = vec!["0-63"; 1000].join(",");
+        assert!(number_list(&repeated, MAX_DSCP).is_err());
         assert_eq!(ranges(&[5, 0, 1, 2, 7, 8]), ["0-2", "5", "7-8"]);
     }
 

@@ -179,8 +179,30 @@ fn full_apply() {
         assert_eq!(status_of(&again, &switch.name).0, "ok");
     }
     assert_eq!(fabric.states(), before, "a second apply changed a switch");
+    // Each commit of the first run was recorded as pending (the switch reverts it by
+    // itself unless confirmed) before its final entry.
+    let all = fabric.journal();
+    for switch in &fabric.switches {
+        let outcomes: Vec<&str> = all
+            .iter()
+            .filter(|e| e["device"] == switch.name.as_str())
+            .map(|e| e["outcome"].as_str().unwrap())
+            .collect();
+        assert_eq!(outcomes, ["pending", "changed", "ok"], "{}", switch.name);
+    }
+    let pending = all.iter().find(|e| e["outcome"] == "pending").unwrap();
+    assert!(
+        pending["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("committed, not confirmed"),
+        "{pending}"
+    );
     // The second run only read each switch: one command, the read.
-    let journal = fabric.journal();
+    let journal: Vec<_> = all
+        .into_iter()
+        .filter(|e| e["outcome"] != "pending")
+        .collect();
     assert_eq!(journal.len(), 8);
     let reads: BTreeMap<&str, &str> = [
         ("spine1", "sonic-cfggen -d --print-data"),

@@ -9,6 +9,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{MacAddr, PciAddr};
+use crate::input::{MAX_FILE_BYTES, read_text};
 
 /// The kernel state the agent owns on one host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,7 +65,7 @@ pub enum PlanError {
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::input::InputError,
     },
     #[error("{}:{line}:{column}: {message}", path.display())]
     Syntax {
@@ -79,7 +80,7 @@ pub enum PlanError {
 
 impl HostNetworkPlan {
     pub fn load(path: &Path) -> Result<HostNetworkPlan, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        let text = read_text(path, MAX_FILE_BYTES).map_err(|source| PlanError::Read {
             path: path.to_path_buf(),
             source,
         })?;
@@ -98,8 +99,8 @@ impl HostNetworkPlan {
 
     /// Problems serde cannot see: duplicates, impossible values.
     pub fn check(&self) -> Result<(), String> {
-        if self.nic.is_empty() || self.nic.len() > 15 || self.nic.contains(['/', ' ']) {
-            return Err(format!("nic {:?} is not an interface name", self.nic));
+        if let Err(rule) = crate::addr::check_ifname(&self.nic) {
+            return Err(format!("nic {:?} {rule}", self.nic));
         }
         if self.mtu < 68 {
             return Err(format!("mtu {} is below IPv4's minimum of 68", self.mtu));

@@ -357,7 +357,7 @@ pub fn blast(
                 .queue(to, 0, &datagram)
                 .map_err(|e| format!("send: {e}"))?;
             count += 1;
-            if count % 1024 == 0 {
+            if count.is_multiple_of(1024) {
                 datapath.flush().map_err(|e| format!("send: {e}"))?;
             }
         }

@@ -52,7 +52,8 @@ pub fn next_hops(
     let Some(file) = file else {
         return Ok(destinations.collect());
     };
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let text = crate::input::read_text(file, crate::input::MAX_FILE_BYTES)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let map = parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut missing: Vec<String> = destinations
         .filter(|(ip, _)| !map.contains_key(ip))

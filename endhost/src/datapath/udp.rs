@@ -258,7 +258,13 @@ impl Datapath for UdpDatapath {
                         cmsg = libc::CMSG_NXTHDR(&m.msg_hdr, cmsg);
                     }
                 }
-                for datagram in self.rx[i][..len].chunks(segment.max(1)) {
+                let data = &self.rx[i][..len];
+                if data.is_empty() {
+                    // An empty datagram is still one to count (as truncated).
+                    deliver(data);
+                    total += 1;
+                }
+                for datagram in data.chunks(segment.max(1)) {
                     deliver(datagram);
                     total += 1;
                 }
@@ -314,5 +320,27 @@ impl Datapath for UdpDatapath {
 
     fn wait(&mut self, wake: RawFd, timeout: Option<Duration>) -> io::Result<()> {
         super::wait_readable(self.socket.as_raw_fd(), wake, timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An empty datagram reaches the protocol (which counts it as truncated) instead of
+    /// vanishing uncounted.
+    #[test]
+    fn empty_datagrams_are_delivered_to_be_counted() {
+        let mut datapath = UdpDatapath::bind(SocketAddrV4::new([127, 0, 0, 1].into(), 0)).unwrap();
+        let to = datapath.socket.local_addr().unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(&[], to).unwrap();
+        sender.send_to(&[1, 2, 3], to).unwrap();
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while seen.len() < 2 && std::time::Instant::now() < deadline {
+            datapath.receive(&mut |d| seen.push(d.len())).unwrap();
+        }
+        assert_eq!(seen, [0, 3]);
     }
 }

@@ -3,10 +3,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
+use super::lines::next_line;
 use super::service::{FromWorker, ToWorker};
 use super::{Launch, WorkerId};
 
@@ -29,16 +30,17 @@ pub enum ClientError {
 
 pub struct ControllerClient {
     addr: SocketAddr,
-    lines: Lines<BufReader<OwnedReadHalf>>,
+    reader: BufReader<OwnedReadHalf>,
     write: OwnedWriteHalf,
 }
 
 impl ControllerClient {
-    /// Connects and introduces this worker.
+    /// Connects and introduces this worker, with the controller's token if it has one.
     pub async fn connect(
         addr: SocketAddr,
         rank: WorkerId,
         bandwidth_bps: f64,
+        token: Option<String>,
     ) -> Result<Self, ClientError> {
         let stream = TcpStream::connect(addr)
             .await
@@ -47,13 +49,14 @@ impl ControllerClient {
         let (read, write) = stream.into_split();
         let mut client = Self {
             addr,
-            lines: BufReader::new(read).lines(),
+            reader: BufReader::new(read),
             write,
         };
         client
             .send(&FromWorker::Hello {
                 rank,
                 bandwidth_bps,
+                token,
             })
             .await?;
         Ok(client)
@@ -80,13 +83,16 @@ impl ControllerClient {
     /// Waits for the controller's next launch that includes this worker.
     pub async fn next_launch(&mut self, timeout: Duration) -> Result<Launch, ClientError> {
         let addr = self.addr;
-        let line = tokio::time::timeout(timeout, self.lines.next_line())
+        let line = tokio::time::timeout(timeout, next_line(&mut self.reader))
             .await
             .map_err(|_| ClientError::Timeout {
                 addr,
                 waited: timeout,
             })?
-            .map_err(|source| ClientError::Io { addr, source })?
+            .map_err(|e| ClientError::Protocol {
+                addr,
+                message: e.to_string(),
+            })?
             .ok_or(ClientError::Closed(addr))?;
         match serde_json::from_str::<ToWorker>(&line) {
             Ok(ToWorker::Launch(launch)) => Ok(launch),

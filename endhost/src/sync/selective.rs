@@ -102,7 +102,7 @@ impl Policy for SelectiveReduce {
         // Lines 5–7. The listing never advances k after a full round, which would make
         // every round full; it counts here like any other synchronization.
         if let Some(c) = self.full_every
-            && self.rounds % c == 0
+            && self.rounds.is_multiple_of(c)
         {
             if ready == self.roster.len() && ready > 0 {
                 let everyone = self.roster.queue().collect();

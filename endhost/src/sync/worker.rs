@@ -29,6 +29,8 @@ pub struct WorkerOptions {
     pub values: usize,
     /// How long to wait for a launch before giving up.
     pub launch_timeout: Duration,
+    /// The controller's shared token, if it has one.
+    pub token: Option<String>,
 }
 
 /// One synchronization as the worker saw it.
@@ -51,8 +53,13 @@ pub async fn run(
     transport: Option<&Transport>,
     mut on_sync: impl FnMut(&Synced),
 ) -> Result<u32, ClientError> {
-    let mut client =
-        ControllerClient::connect(options.controller, options.rank, options.bandwidth_bps).await?;
+    let mut client = ControllerClient::connect(
+        options.controller,
+        options.rank,
+        options.bandwidth_bps,
+        options.token.clone(),
+    )
+    .await?;
     for round in 0..options.rounds {
         let compute = compute_time(options, round);
         tokio::time::sleep(compute).await;

@@ -3,8 +3,16 @@
 
 use std::collections::HashSet;
 
+use endhost::input::{InputError, read_text};
+
 use super::*;
+use crate::inventory::load::MAX_INPUT_BYTES;
 use crate::plan::THRESHOLD_UNIT;
+
+/// The most parameters one layer may have (a trillion), and a whole model (2^50): the
+/// plan counts bytes in u64 and shares in f64, exact below 2^53.
+const MAX_LAYER_PARAMS: u64 = 1 << 40;
+const MAX_MODEL_PARAMS: u64 = 1 << 50;
 
 impl Validator<'_> {
     pub(super) fn training(
@@ -81,7 +89,7 @@ impl Validator<'_> {
         if let Some(sizes) = &l.sizes {
             let mut layers = Vec::with_capacity(sizes.len());
             for (i, size) in sizes.iter().enumerate() {
-                let params = self.int(size, "training.layers.sizes", 1..=u64::MAX)?;
+                let params = self.int(size, "training.layers.sizes", 1..=MAX_LAYER_PARAMS)?;
                 layers.push(Layer {
                     name: format!("layer{i}"),
                     params,
@@ -91,6 +99,7 @@ impl Validator<'_> {
                 self.error(l.span(), "`training.layers.sizes` is empty");
                 return None;
             }
+            self.model_size(&layers, l.span())?;
             return Some(layers);
         }
         if let Some(file) = &l.file {
@@ -102,21 +111,46 @@ impl Validator<'_> {
             self.error(l.span(), "`training.layers.count` needs `params_each`");
             return None;
         };
-        let params = self.int(each, "training.layers.params_each", 1..=u64::MAX)?;
-        Some(
-            (0..count)
-                .map(|i| Layer {
-                    name: format!("layer{i}"),
-                    params,
-                })
-                .collect(),
-        )
+        let params = self.int(each, "training.layers.params_each", 1..=MAX_LAYER_PARAMS)?;
+        let layers: Vec<Layer> = (0..count)
+            .map(|i| Layer {
+                name: format!("layer{i}"),
+                params,
+            })
+            .collect();
+        self.model_size(&layers, l.span())?;
+        Some(layers)
+    }
+
+    /// The whole model's size must fit the plan's arithmetic (bytes in u64, exactly in
+    /// f64): a checked sum, reported where the layers are given.
+    fn model_size(&mut self, layers: &[Layer], at: &Span) -> Option<()> {
+        let total = layers
+            .iter()
+            .try_fold(0u64, |sum, l| sum.checked_add(l.params))
+            .filter(|&total| total <= MAX_MODEL_PARAMS);
+        if total.is_none() {
+            let msg = format!(
+                "the layers add up to more than {MAX_MODEL_PARAMS} parameters, more than any \
+                 model mltctl can plan for"
+            );
+            self.error(at, msg);
+            return None;
+        }
+        Some(())
     }
 
     fn layer_file(&mut self, file: &Spanned<String>) -> Option<Vec<Layer>> {
         let path = self.base_dir.join(file.as_str());
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_text(&path, MAX_INPUT_BYTES) {
             Ok(text) => text,
+            Err(InputError::NotUtf8 { line, column }) => {
+                let source = self.report.add_source(&path);
+                let mark = marked_yaml::Marker::new(source, 0, line, column);
+                self.report
+                    .error_at(mark, "not UTF-8 text; a layer file must be UTF-8");
+                return None;
+            }
             Err(e) => {
                 let msg = format!("cannot read layer file {}: {e}", path.display());
                 self.error(file.span(), msg);
@@ -130,6 +164,15 @@ impl Validator<'_> {
             self.error(file.span(), msg);
             return None;
         }
+        if let Some(layer) = layers.iter().position(|l| l.params > MAX_LAYER_PARAMS) {
+            let msg = format!(
+                "layer file {}: layer {layer} has more than {MAX_LAYER_PARAMS} parameters",
+                path.display()
+            );
+            self.error(file.span(), msg);
+            return None;
+        }
+        self.model_size(&layers, file.span())?;
         Some(layers)
     }
 
@@ -537,9 +580,10 @@ impl Validator<'_> {
                 limit_bytes: limit,
             });
         }
-        let total: u64 = pinned.iter().map(|p| p.limit_bytes).sum();
+        // Wide enough that no list of pinned limits can overflow it.
+        let total: u128 = pinned.iter().map(|p| u128::from(p.limit_bytes)).sum();
         if let (true, Some(s), Some(last)) = (ok, smallest, list.last())
-            && total > s.buffer_bytes
+            && total > u128::from(s.buffer_bytes)
         {
             let msg = format!(
                 "pinned thresholds need {total} bytes together but switch {} has a {}-byte buffer",

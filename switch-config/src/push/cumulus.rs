@@ -6,12 +6,17 @@
 use std::time::Duration;
 
 use super::{Device, PushError, Transport, run};
+use crate::shell::ShellCommand;
 
 pub struct Cumulus;
 
 impl Device for Cumulus {
     fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
-        run(t, "nv config show -r applied -o commands", "")
+        run(
+            t,
+            &ShellCommand::new("nv config show -r applied -o commands"),
+            "",
+        )
     }
 
     fn load_candidate(
@@ -20,31 +25,36 @@ impl Device for Cumulus {
         commands: &str,
         _running: &str,
     ) -> Result<(), PushError> {
-        // One shell reads the commands and stops at the first that fails.
+        // One shell reads the commands and stops at the first that fails. The commands
+        // come from the NVUE template, which quotes every word it did not write itself.
         let script = format!("nv config detach\n{commands}");
-        run(t, "sh -es", &script).map(drop)
+        run(t, &ShellCommand::new("sh -es"), &script).map(drop)
     }
 
     fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
-        run(t, "nv config diff -o commands", "")
+        run(t, &ShellCommand::new("nv config diff -o commands"), "")
     }
 
     fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError> {
-        let command = format!("nv config apply --confirm {}s -y", revert_in.as_secs());
+        let command = ShellCommand::new("nv config apply --confirm")
+            .arg(format!("{}s", revert_in.as_secs()))
+            .code("-y");
         run(t, &command, "").map(drop)
     }
 
     fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
         // Releases before 5.9 do not save on apply.
-        run(t, "nv config apply --confirm-yes && nv config save", "").map(drop)
+        let command = ShellCommand::new("nv config apply --confirm-yes")
+            .and(ShellCommand::new("nv config save"));
+        run(t, &command, "").map(drop)
     }
 
     fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
-        run(t, "nv config detach", "").map(drop)
+        run(t, &ShellCommand::new("nv config detach"), "").map(drop)
     }
 
     fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
-        run(t, "nv config apply --confirm-no", "").map(drop)
+        run(t, &ShellCommand::new("nv config apply --confirm-no"), "").map(drop)
     }
 
     fn reverts_by_itself(&self) -> bool {

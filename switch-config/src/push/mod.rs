@@ -16,6 +16,8 @@ mod sonic;
 use std::io;
 use std::time::Duration;
 
+use crate::redact::clean;
+use crate::shell::ShellCommand;
 use crate::{SwitchIntent, Vendor};
 
 /// What a command printed, and how it ended.
@@ -30,7 +32,7 @@ pub struct Output {
 /// How a driver reaches its switch.
 pub trait Transport {
     /// Runs one command (an SSH exec request) with `input` on its standard input.
-    fn exec(&mut self, command: &str, input: &str) -> io::Result<Output>;
+    fn exec(&mut self, command: &ShellCommand, input: &str) -> io::Result<Output>;
 
     /// Feeds `script` line by line to the switch's command line (an SSH shell session
     /// without a terminal), and returns what it printed once the script ended.
@@ -102,7 +104,7 @@ pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn Device +
 }
 
 /// Runs `command` and fails on a non-zero exit status.
-fn run(t: &mut dyn Transport, command: &str, input: &str) -> Result<String, PushError> {
+fn run(t: &mut dyn Transport, command: &ShellCommand, input: &str) -> Result<String, PushError> {
     let out = t.exec(command, input)?;
     if out.status == 0 {
         Ok(out.stdout)
@@ -113,7 +115,7 @@ fn run(t: &mut dyn Transport, command: &str, input: &str) -> Result<String, Push
             .unwrap_or_else(|| "no message".into());
         Err(PushError::Rejected {
             command: command.to_string(),
-            message: format!("exit status {}: {message}", out.status),
+            message: format!("exit status {}: {}", out.status, clean(&message)),
         })
     }
 }
@@ -168,7 +170,7 @@ fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, PushError> {
             message: if errors.is_empty() {
                 format!("exit status {}", out.status)
             } else {
-                errors.join("; ")
+                clean(&errors.join("; "))
             },
         })
     }
@@ -192,7 +194,7 @@ mod tests {
     }
 
     impl Transport for Recorder {
-        fn exec(&mut self, command: &str, input: &str) -> io::Result<Output> {
+        fn exec(&mut self, command: &ShellCommand, input: &str) -> io::Result<Output> {
             self.sent.push(format!("exec {command}\n{input}"));
             Ok(self.reply.clone())
         }
@@ -234,7 +236,8 @@ mod tests {
             },
             ..Recorder::default()
         };
-        let err = run(&mut t, "config rollback x", "").unwrap_err();
+        let command = ShellCommand::new("config rollback").arg("x");
+        let err = run(&mut t, &command, "").unwrap_err();
         assert_eq!(
             err.to_string(),
             "the switch rejected `config rollback x`: exit status 2: Error: no such checkpoint"

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use super::{Device, PushError, Transport, run};
+use crate::shell::ShellCommand;
 
 pub struct Sonic {
     checkpoint: String,
@@ -22,11 +23,23 @@ impl Sonic {
             timer: format!("{change_id}-revert"),
         }
     }
+
+    fn remove_patch(&self) -> ShellCommand {
+        ShellCommand::new("rm -f").arg(&self.patch_file)
+    }
+
+    fn delete_checkpoint(&self) -> ShellCommand {
+        ShellCommand::new("sudo config delete-checkpoint").arg(&self.checkpoint)
+    }
+
+    fn stop_timer(&self) -> ShellCommand {
+        ShellCommand::new("sudo systemctl stop").arg(format!("{}.timer", self.timer))
+    }
 }
 
 impl Device for Sonic {
     fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
-        run(t, "sonic-cfggen -d --print-data", "")
+        run(t, &ShellCommand::new("sonic-cfggen -d --print-data"), "")
     }
 
     fn load_candidate(
@@ -35,55 +48,81 @@ impl Device for Sonic {
         patch: &str,
         _running: &str,
     ) -> Result<(), PushError> {
-        run(t, &format!("cat > {}", self.patch_file), patch).map(drop)
+        let command = ShellCommand::new("cat").code(">").arg(&self.patch_file);
+        run(t, &command, patch).map(drop)
     }
 
     fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
-        run(
-            t,
-            &format!("sudo config apply-patch --dry-run {}", self.patch_file),
-            "",
-        )
+        let command = ShellCommand::new("sudo config apply-patch --dry-run").arg(&self.patch_file);
+        run(t, &command, "")
     }
 
     fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError> {
-        let (checkpoint, timer) = (&self.checkpoint, &self.timer);
-        let command = format!(
-            "sudo config checkpoint {checkpoint} \
-             && sudo systemd-run --unit={timer} --on-active={} config rollback {checkpoint} \
-             && sudo config apply-patch {}",
-            revert_in.as_secs(),
-            self.patch_file
-        );
+        let command = ShellCommand::new("sudo config checkpoint")
+            .arg(&self.checkpoint)
+            .and(
+                ShellCommand::new("sudo systemd-run")
+                    .arg(format!("--unit={}", self.timer))
+                    .arg(format!("--on-active={}", revert_in.as_secs()))
+                    .code("config rollback")
+                    .arg(&self.checkpoint),
+            )
+            .and(ShellCommand::new("sudo config apply-patch").arg(&self.patch_file));
         run(t, &command, "").map(drop)
     }
 
     fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
-        let command = format!(
-            "sudo systemctl stop {}.timer && sudo config save -y \
-             && sudo config delete-checkpoint {} && rm -f {}",
-            self.timer, self.checkpoint, self.patch_file
-        );
+        let command = self
+            .stop_timer()
+            .and(ShellCommand::new("sudo config save -y"))
+            .and(self.delete_checkpoint())
+            .and(self.remove_patch());
         run(t, &command, "").map(drop)
     }
 
     fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
-        run(t, &format!("rm -f {}", self.patch_file), "").map(drop)
+        run(t, &self.remove_patch(), "").map(drop)
     }
 
     fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
         // The timer may have fired or never started; the checkpoint decides.
-        let command = format!(
-            "sudo systemctl stop {timer}.timer; sudo config rollback {checkpoint} \
-             && sudo config delete-checkpoint {checkpoint} && rm -f {patch}",
-            timer = self.timer,
-            checkpoint = self.checkpoint,
-            patch = self.patch_file
+        let command = self.stop_timer().then(
+            ShellCommand::new("sudo config rollback")
+                .arg(&self.checkpoint)
+                .and(self.delete_checkpoint())
+                .and(self.remove_patch()),
         );
         run(t, &command, "").map(drop)
     }
 
     fn reverts_by_itself(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::Recorder;
+    use super::*;
+
+    #[test]
+    fn names_reach_the_shell_as_single_words() {
+        let mut t = Recorder::default();
+        let mut sonic = Sonic::new("mltctl-1", "leaf;reboot");
+        sonic.load_candidate(&mut t, "[]", "").unwrap();
+        sonic.commit(&mut t, Duration::from_secs(60)).unwrap();
+        sonic.rollback(&mut t).unwrap();
+        assert_eq!(
+            t.sent,
+            [
+                "exec cat > '/tmp/mltctl-1-leaf;reboot.json-patch'\n[]",
+                "exec sudo config checkpoint mltctl-1 && sudo systemd-run --unit=mltctl-1-revert \
+                 --on-active=60 config rollback mltctl-1 && sudo config apply-patch \
+                 '/tmp/mltctl-1-leaf;reboot.json-patch'\n",
+                "exec sudo systemctl stop mltctl-1-revert.timer; sudo config rollback mltctl-1 \
+                 && sudo config delete-checkpoint mltctl-1 && rm -f \
+                 '/tmp/mltctl-1-leaf;reboot.json-patch'\n",
+            ]
+        );
     }
 }

@@ -131,3 +131,26 @@ pub fn diff_all(plan: &Plan, dir: &Path) -> Vec<Result<SwitchDiff, DiffError>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_never_leave_their_directory() {
+        let dir = Path::new("/srv/configs");
+        assert_eq!(inside(dir, "leaf1.cfg").unwrap(), dir.join("leaf1.cfg"));
+        for name in [
+            "../etc/passwd",
+            "./../x",
+            "..",
+            ".",
+            ".hidden",
+            "a/b",
+            "/etc/x",
+            "",
+        ] {
+            assert!(inside(dir, name).is_err(), "{name:?}");
+        }
+    }
+}

@@ -629,3 +629,85 @@ fn a_sonic_patch_creates_missing_tables_before_their_objects() {
             .any(|(op, path)| op == "add" && path.starts_with("/STATIC_ROUTE/"))
     );
 }
+
+// ---------------------------------------------------------------- values are data
+
+/// A value with a control character would add a line of its own to a configuration
+/// (a newline in a port name: `username evil …`); every vendor refuses it, or (NVUE's
+/// default-global QoS names no port) never writes it.
+#[test]
+fn a_control_character_in_any_value_is_refused() {
+    let plan = plan_of("inventory/lab.yaml");
+    for name in ["spine1", "spine2", "leaf1", "leaf2"] {
+        let mut hostile = intent(&plan, name).clone();
+        hostile.qos.ports[0].push_str("\nusername evil privilege 15 secret 0 x");
+        match switch_config::render(&hostile) {
+            Err(e) => {
+                let err = e.to_string();
+                assert!(
+                    err.contains("a control character cannot go into a configuration line")
+                        || err.contains("cannot express port"),
+                    "{name}: {err}"
+                );
+                assert!(!err.contains('\n'), "{name}: {err}");
+            }
+            Ok(text) => assert!(!text.contains("username evil"), "{name}:\n{text}"),
+        }
+    }
+}
+
+/// NVUE commands run through a shell: a foreign next hop a switch prints (inside the
+/// plan's scope, so it is to be removed) reaches that shell as one quoted word.
+#[test]
+fn foreign_words_in_nvue_commands_are_quoted() {
+    let plan = plan_of("inventory/lab.yaml");
+    let leaf1 = intent(&plan, "leaf1");
+    let owned = leaf1.route_scope[0];
+    let running = format!(
+        "{}nv set vrf default router static {owned} via $(reboot)\n",
+        switch_config::render(leaf1).unwrap()
+    );
+    let diff = switch_config::diff(leaf1, Some(&running)).unwrap();
+    assert_eq!(
+        diff.commands,
+        format!("nv unset vrf default router static {owned} via '$(reboot)'\n")
+    );
+}
+
+/// The fuzz targets' seeds (fuzz/seeds/running_VENDOR/), read as CI reads them: real
+/// configurations parse; ranges past their domain are errors that name the limit;
+/// nothing panics. The targets themselves run with `cargo fuzz` (see README).
+#[test]
+fn the_running_config_fuzz_seeds_parse_or_are_refused() {
+    for vendor in ["sonic", "eos", "cumulus", "onyx"] {
+        let json =
+            std::fs::read_to_string(fixture(&format!("fuzz/intents/{vendor}.json"))).unwrap();
+        let intent: SwitchIntent = serde_json::from_str(&json).unwrap();
+        let seeds = fixture(&format!("fuzz/seeds/running_{vendor}"));
+        let mut count = 0;
+        for entry in std::fs::read_dir(&seeds).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            let result = switch_config::diff(&intent, Some(&text));
+            if name.starts_with("huge-") {
+                let Err(err) = result else {
+                    panic!("{name}: read without error");
+                };
+                let err = err.to_string();
+                assert!(
+                    err.contains("the largest value") || err.contains("at most"),
+                    "{name}: {err}"
+                );
+            } else {
+                if let Err(e) = result {
+                    panic!("{name}: {e}");
+                }
+                let same = switch_config::revert(&intent, &text, &text).unwrap();
+                assert!(same.changes.is_empty(), "{name}");
+            }
+            count += 1;
+        }
+        assert!(count >= 3, "{vendor}: {count} seeds");
+    }
+}

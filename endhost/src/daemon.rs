@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{UnixListener, UnixStream as AsyncUnixStream};
 use tokio::sync::Mutex;
 
@@ -99,11 +99,12 @@ pub async fn serve(
 
 async fn client(stream: AsyncUnixStream, shared: &Shared) -> io::Result<()> {
     let mut reader = AsyncBufReader::new(stream);
-    let mut line = String::new();
-    while reader.read_line(&mut line).await? > 0 {
+    while let Some(line) = crate::lines::next_line(&mut reader)
+        .await
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+    {
         let request: Request = serde_json::from_str(&line)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        line.clear();
         match request {
             Request::Status => {
                 let config = shared.transport.config();

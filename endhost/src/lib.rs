@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod datapath;
 pub mod driver;
 pub mod input;
+pub mod lines;
 pub mod mesh;
 pub mod netns;
 pub mod proto;

@@ -58,6 +58,22 @@ pub fn shown(value: &str) -> String {
     }
 }
 
+/// `text` on one line: control characters (newlines among them) shown as escapes, key
+/// material redacted; for errors that name an item as written.
+pub fn one_line(text: &str) -> String {
+    clean(text)
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
 /// Whether one word looks like a secret: key headers, crypt(3) password hashes, and
 /// long base64 runs that mix letters and digits as keys and tokens do.
 pub fn looks_secret(word: &str) -> bool {

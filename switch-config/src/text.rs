@@ -8,7 +8,7 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use crate::items::{Change, Items};
-use crate::redact::shown;
+use crate::redact::{one_line, shown};
 use crate::{Error, StaticRoute, SwitchIntent};
 
 /// Where a static route sends packets.
@@ -262,7 +262,7 @@ pub fn unexpressible(
     Error::Unexpressible {
         switch: intent.name.clone(),
         vendor: intent.vendor,
-        item: item.into(),
+        item: one_line(&item.into()),
         why: why.into(),
     }
 }
@@ -273,7 +273,7 @@ pub fn parse_error(intent: &SwitchIntent, line: usize, message: impl Into<String
         switch: intent.name.clone(),
         vendor: intent.vendor,
         line,
-        message: message.into(),
+        message: one_line(&message.into()),
     }
 }
 

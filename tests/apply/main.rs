@@ -62,6 +62,15 @@ fn main() {
         ),
         ("a_failed_verify_rolls_back", failed_verify),
         ("no_secret_appears_in_any_output_or_the_journal", no_secrets),
+        (
+            "device_text_past_its_bounds_fails_that_switch_only",
+            unbounded_device_text,
+        ),
+        (
+            "an_interrupted_apply_leaves_switches_confirmed_or_rolled_back",
+            interrupted,
+        ),
+        ("two_applies_on_one_switch_are_refused", concurrent_applies),
     ];
     let trials = tests
         .into_iter()
@@ -129,9 +138,16 @@ fn lines_by_switch(out: &Output) -> BTreeMap<String, (String, String)> {
             };
             let rest = rest.trim_start();
             let (name, _) = rest.split_once(' ')?;
-            ["ok", "changed", "failed", "unreachable", "would"]
-                .contains(&status)
-                .then(|| (name.to_string(), (status.to_string(), rest.to_string())))
+            [
+                "ok",
+                "changed",
+                "failed",
+                "unreachable",
+                "interrupted",
+                "would",
+            ]
+            .contains(&status)
+            .then(|| (name.to_string(), (status.to_string(), rest.to_string())))
         })
         .collect()
 }
@@ -578,6 +594,13 @@ fn no_secrets() {
         &[("MLTCTL_TEST_PASSPHRASE", "wrong-guess-2291")],
     );
     assert_exit(&out, 5);
+    for switch in &fabric.switches {
+        let (_, rest) = status_of(&out, &switch.name);
+        assert!(
+            rest.contains("the passphrase in MLTCTL_TEST_PASSPHRASE does not decrypt key"),
+            "{rest}"
+        );
+    }
     outputs.push(text(&out));
     outputs.push(std::fs::read_to_string(&fabric.journal).unwrap());
 
@@ -610,4 +633,146 @@ fn no_secrets() {
         }
     }
     assert!(Path::new(&fabric.journal).exists());
+}
+
+/// A switch that answers with a range no DSCP map can hold fails on its own: the others
+/// are changed, and the journal has every switch's entry.
+fn unbounded_device_text() {
+    let fabric = Fabric::lab_base("unbounded");
+    fabric
+        .switch("spine2")
+        .device
+        .set_faults(&["print: qos map dscp 0-4294967295 to traffic-class 1\\n"]);
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 4);
+    let (status, rest) = status_of(&out, "spine2");
+    assert_eq!(status, "failed");
+    assert!(
+        rest.contains("`0-4294967295` goes beyond 63, the largest value this list may hold"),
+        "{rest}"
+    );
+    for name in ["spine1", "leaf1", "leaf2"] {
+        assert_eq!(status_of(&out, name).0, "changed", "{}", text(&out));
+    }
+    let finals: Vec<String> = fabric
+        .journal()
+        .iter()
+        .filter(|e| e["outcome"] != "pending")
+        .map(|e| e["device"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(finals.len(), 4, "{finals:?}");
+}
+
+/// Runs `mltctl apply` on `fabric` in the background.
+fn apply_in_background(fabric: &Fabric, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mltctl"))
+        .arg("apply")
+        .arg("-i")
+        .arg(&fabric.inventory)
+        .arg("--known-hosts")
+        .arg(&fabric.known_hosts)
+        .arg("--journal")
+        .arg(&fabric.journal)
+        .args(args)
+        .env_remove("MLTCTL_INVENTORY")
+        .env_remove("SSH_AUTH_SOCK")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mltctl runs")
+}
+
+/// Waits until the switch `name` reached its `pause` fault.
+fn wait_paused(fabric: &Fabric, name: &str) {
+    let paused = fabric.switch(name).device.dir.join("paused");
+    assert!(
+        eventually(Duration::from_secs(30), || paused.exists()),
+        "{name} never reached its pause"
+    );
+}
+
+fn resume(fabric: &Fabric, name: &str) {
+    std::fs::write(fabric.switch(name).device.dir.join("resume"), "").unwrap();
+}
+
+/// SIGINT while spine2's commit is in flight: spine1 (done before) stays changed,
+/// spine2's commit is rolled back, the leaves are never contacted; the journal says
+/// which, and mltctl exits with 130.
+fn interrupted() {
+    let fabric = Fabric::lab_base("interrupted");
+    let before = fabric.states();
+    fabric
+        .switch("spine2")
+        .device
+        .set_faults(&["pause: commit timer"]);
+    let child = apply_in_background(&fabric, &["--forks", "1"]);
+    wait_paused(&fabric, "spine2");
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    resume(&fabric, "spine2");
+    let out = child.wait_with_output().unwrap();
+    assert_exit(&out, 130);
+    assert_eq!(status_of(&out, "spine1").0, "changed");
+    let (status, rest) = status_of(&out, "spine2");
+    assert_eq!(status, "interrupted", "{}", text(&out));
+    assert!(
+        rest.contains(
+            "interrupted before confirm; rolled back: the switch runs what it ran before"
+        ),
+        "{rest}"
+    );
+    for name in ["leaf1", "leaf2"] {
+        let (status, rest) = status_of(&out, name);
+        assert_eq!(status, "interrupted");
+        assert!(rest.contains("not contacted"), "{rest}");
+    }
+    let after = fabric.states();
+    for name in ["spine2", "leaf1", "leaf2"] {
+        assert_eq!(after[name], before[name], "{name} changed");
+    }
+    let journal: Vec<(String, String)> = fabric
+        .journal()
+        .iter()
+        .map(|e| {
+            let device = e["device"].as_str().unwrap().to_string();
+            (device, e["outcome"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let outcomes = |name: &str| -> Vec<&str> {
+        journal
+            .iter()
+            .filter(|(d, _)| d == name)
+            .map(|(_, o)| o.as_str())
+            .collect()
+    };
+    assert_eq!(outcomes("spine1"), ["pending", "changed"]);
+    assert_eq!(outcomes("spine2"), ["pending", "interrupted"]);
+    assert_eq!(outcomes("leaf1"), ["interrupted"]);
+}
+
+/// While one apply is changing spine2, another is refused on spine2 (and sends it
+/// nothing); the first then finishes as if alone.
+fn concurrent_applies() {
+    let fabric = Fabric::lab_base("concurrent");
+    fabric
+        .switch("spine2")
+        .device
+        .set_faults(&["pause: commit timer"]);
+    let first = apply_in_background(&fabric, &["--limit", "spine2"]);
+    wait_paused(&fabric, "spine2");
+    let second = fabric.apply(&["--limit", "spine2"]);
+    assert_exit(&second, 4);
+    let (status, rest) = status_of(&second, "spine2");
+    assert_eq!(status, "failed");
+    assert!(
+        rest.contains("another mltctl apply is changing this switch"),
+        "{rest}"
+    );
+    resume(&fabric, "spine2");
+    let first = first.wait_with_output().unwrap();
+    assert_exit(&first, 0);
+    assert_eq!(status_of(&first, "spine2").0, "changed");
 }

@@ -7,9 +7,9 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use super::lines::next_line;
 use super::service::{FromWorker, ToWorker};
 use super::{Launch, WorkerId};
+use crate::lines::next_line;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

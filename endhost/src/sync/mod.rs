@@ -9,7 +9,6 @@ pub mod bag;
 pub mod bpawr;
 pub mod cdf;
 pub mod client;
-pub mod lines;
 pub mod policy;
 pub mod selective;
 pub mod service;

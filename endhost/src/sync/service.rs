@@ -18,9 +18,9 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use super::lines::next_line;
 use super::policy::Policy;
 use super::{Launch, WorkerId};
+use crate::lines::next_line;
 
 /// How long a new connection may take to say hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);

@@ -245,6 +245,30 @@ mod tests {
     }
 
     #[test]
+    fn secrets_a_switch_prints_in_an_error_are_redacted() {
+        let hash = "$6$rounds=5000$examplesaltexam$Q8m0W3pVt7Ll9aQkJcXyZr0Tt5aZ1";
+        let mut t = Recorder {
+            reply: Output {
+                stdout: format!("% Error: username admin secret sha512 {hash} rejected\n"),
+                ..Output::default()
+            },
+            ..Recorder::default()
+        };
+        let err = run_cli(&mut t, "configure\n").unwrap_err().to_string();
+        assert!(!err.contains("Q8m0W3"), "{err}");
+        assert!(err.contains(crate::redact::REDACTED), "{err}");
+        t.reply = Output {
+            stderr: format!("Error: bad key {hash}\n"),
+            status: 1,
+            ..Output::default()
+        };
+        let err = run(&mut t, &ShellCommand::new("nv config apply"), "")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("Q8m0W3"), "{err}");
+    }
+
+    #[test]
     fn the_gist_of_a_long_report_is_its_error_lines() {
         let report = "Patch Applier: applying\n  op 1\n  op 2\nError: op 2 failed\n";
         assert_eq!(gist(report).unwrap(), "Error: op 2 failed");

@@ -15,7 +15,13 @@
 //! - `ignore: TEXT` — a configuration command containing TEXT is accepted but does
 //!   nothing (a switch that silently ignores a setting);
 //! - `drop-after-commit` — after a commit, the switch's SSH server dies, cutting the
-//!   connection and refusing new ones (the revert timer keeps running).
+//!   connection and refusing new ones (the revert timer keeps running);
+//! - `print: TEXT` — the switch prints TEXT (`\n` for a new line) after its running
+//!   configuration, whatever its configuration holds: a misbehaving or compromised
+//!   device;
+//! - `pause: TEXT` — a command (or CLI script) containing TEXT first creates the file
+//!   `<device>/paused`, then waits (up to 60 s) until a test creates `<device>/resume`,
+//!   then runs: a test can act while a change is at a known step.
 
 #![allow(dead_code)] // the benchmark uses a subset
 
@@ -66,7 +72,18 @@ pub fn dispatch() -> Option<i32> {
     }
     let mut argv = vec![name];
     argv.extend(args[1..].iter().cloned());
-    let out = device.run(&argv, &stdin);
+    let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| argv.join(" "));
+    device.pause_if_asked(&format!("{command}\n{stdin}"));
+    let mut out = device.run(&argv, &stdin);
+    let reads = ["show running-config", "sonic-cfggen -d", "nv config show"];
+    if reads
+        .iter()
+        .any(|r| format!("{command}\n{stdin}").contains(r))
+    {
+        for text in device.faults().print {
+            out.stdout.push_str(&text);
+        }
+    }
     print!("{}", out.stdout);
     eprint!("{}", out.stderr);
     std::io::stdout().flush().ok();
@@ -108,6 +125,8 @@ impl Reply {
 pub struct Faults {
     reject: Vec<String>,
     ignore: Vec<String>,
+    pause: Vec<String>,
+    print: Vec<String>,
     pub drop_after_commit: bool,
 }
 
@@ -202,8 +221,16 @@ impl Device {
         collect(&self.dir, &self.dir, &mut files);
         files.retain(|(name, _)| {
             !name.starts_with("bin/")
-                && !["lock", "sshd.pid", "sshd.log", "sshd_config", "faults"]
-                    .contains(&name.as_str())
+                && ![
+                    "lock",
+                    "sshd.pid",
+                    "sshd.log",
+                    "sshd_config",
+                    "faults",
+                    "paused",
+                    "resume",
+                ]
+                .contains(&name.as_str())
                 && !name.starts_with("ssh_host")
         });
         files
@@ -221,11 +248,32 @@ impl Device {
                 faults.reject.push(t.to_string());
             } else if let Some(t) = line.strip_prefix("ignore: ") {
                 faults.ignore.push(t.to_string());
+            } else if let Some(t) = line.strip_prefix("print: ") {
+                faults.print.push(t.replace("\\n", "\n"));
+            } else if let Some(t) = line.strip_prefix("pause: ") {
+                faults.pause.push(t.to_string());
             } else if line.trim() == "drop-after-commit" {
                 faults.drop_after_commit = true;
             }
         }
         faults
+    }
+
+    /// The `pause` fault: waits for the test's `resume` when `command` asks for it.
+    fn pause_if_asked(&self, command: &str) {
+        if !self
+            .faults()
+            .pause
+            .iter()
+            .any(|t| command.contains(t.as_str()))
+        {
+            return;
+        }
+        fs::write(self.dir.join("paused"), command).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !self.dir.join("resume").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn read(&self, name: &str) -> Option<String> {
@@ -435,13 +483,20 @@ pub fn duration_seconds(text: &str) -> Option<u64> {
 }
 
 /// Expands `1-3,5` into 1, 2, 3, 5.
+/// A number list as switches take it; like a switch, refuses numbers past what any of
+/// its lists hold (a few thousand ports, VLANs or values).
 pub fn numbers(list: &str) -> Option<Vec<u32>> {
+    const LARGEST: u32 = 4095;
     let mut out = Vec::new();
     for part in list.split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => out.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
-            None => out.push(part.parse().ok()?),
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?),
+            None => (part.parse().ok()?, part.parse().ok()?),
+        };
+        if b > LARGEST {
+            return None;
         }
+        out.extend(a..=b);
     }
     Some(out)
 }

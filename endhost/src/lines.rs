@@ -1,5 +1,6 @@
-//! JSON lines on the controller's connections, read with a bound: a peer can make us
-//! hold at most [`MAX_LINE`] bytes, whatever it sends.
+//! JSON lines on a socket (the controller's connections, the launched transport's
+//! Unix socket), read with a bound: a peer can make us hold at most [`MAX_LINE`]
+//! bytes, whatever it sends.
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 

@@ -345,18 +345,36 @@ fn only_workers_with_the_token_join() {
     std::fs::write(&token_file, "s3cr3t-shared-token\n").unwrap();
     let token = token_file.to_str().unwrap();
 
-    // Off loopback, a token is required.
-    let open = Command::new(ENDHOST)
-        .args(["controller", "--listen", "0.0.0.0:0"])
-        .env_remove("MLT_CONTROLLER_TOKEN")
-        .output()
-        .unwrap();
-    assert_eq!(open.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&open.stderr).contains("without a token"),
-        "{}",
-        String::from_utf8_lossy(&open.stderr)
+    // Off loopback, a token is required: the controller refuses to start.
+    let mut open = Process(
+        Command::new(ENDHOST)
+            .args(["controller", "--listen", "0.0.0.0:0"])
+            .env_remove("MLT_CONTROLLER_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
     );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = open.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "it listens on 0.0.0.0 without a token"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    open.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert!(stderr.contains("without a token"), "{stderr}");
 
     let (_controller, addr) = controller(&["--token-file", token]);
     let stranger = worker(&addr, &["--rank", "0", "--rounds", "1"]);

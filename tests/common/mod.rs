@@ -24,6 +24,29 @@ pub fn mltctl(args: &[&str]) -> Output {
         .expect("mltctl runs")
 }
 
+/// Runs mltctl as [`mltctl`] does, but gives up (and kills it) after `limit`: `None`
+/// when it was still running then.
+pub fn mltctl_within(args: &[&str], limit: std::time::Duration) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mltctl"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("MLTCTL_INVENTORY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mltctl runs");
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().expect("a child").is_some() {
+            return Some(child.wait_with_output().expect("its output"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
 pub mod sonic_yang;
 
 pub fn text(bytes: &[u8]) -> String {

@@ -17,12 +17,13 @@
 //!
 //! Units: congestion-control thresholds are in KB, taken as 1,024 bytes; the plan's
 //! thresholds are whole KiB, so the conversion is exact. A running config may also
-//! write `K` or `M` after the number. Port ranges such as `ethernet 1/1-1/32` are
-//! expanded port by port.
+//! write `K` or `M` after the number. Port ranges such as `ethernet 1/1-1/32` apply to
+//! each port of the plan inside them; a range is never expanded.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use ipnet::Ipv4Net;
@@ -224,8 +225,13 @@ impl Driver for Onyx {
 
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
         let qos = &intent.qos;
-        let owned: BTreeMap<String, Port> = plan_ports(intent)
-            .filter_map(|p| cli_port(&p.name).map(|cli| (cli, p)))
+        // By (slot path, last number): a range is a lookup, never an expansion.
+        let owned: BTreeMap<(String, u32), Port> = plan_ports(intent)
+            .filter_map(|p| {
+                let cli = cli_port(&p.name)?;
+                let (slot, number) = cli.rsplit_once('/')?;
+                Some(((slot.to_string(), number.parse().ok()?), p))
+            })
             .collect();
         let queues: BTreeSet<u8> = qos.queues.iter().map(|q| q.queue).collect();
         let classes = qos.tc_to_queue.len() as u8;
@@ -257,10 +263,10 @@ impl Driver for Onyx {
             let fail = |message: String| parse_error(intent, index + 1, message);
             match words.as_slice() {
                 ["interface", "ethernet", spec, rest @ ..] => {
-                    for cli in expand_ports(spec).map_err(fail)? {
-                        let Some(port) = owned.get(&cli) else {
-                            continue;
-                        };
+                    let (slot, numbers) = port_range(spec).map_err(fail)?;
+                    let first = (slot.to_string(), *numbers.start());
+                    let last = (slot.to_string(), *numbers.end());
+                    for port in owned.range(first..=last).map(|(_, port)| port) {
                         interface_line(&mut items, port, rest, &queues).map_err(fail)?;
                     }
                 }
@@ -435,35 +441,23 @@ fn cli_port(port: &str) -> Option<String> {
     (numeric && (2..=3).contains(&parts.len())).then(|| rest.to_string())
 }
 
-/// The most ports one `interface ethernet` range may name: Onyx's largest switches have
-/// 64 ports, each split in up to 4 (the SN4700's 128 ports of 200G, split in 2, and the
-/// SN5600's 64 × 800G ports split in 4). A wider range in a running configuration is an
-/// error, never a loop over billions of names.
-pub const MAX_RANGE_PORTS: u32 = 256;
-
-/// `1/5`, `1/1-1/32` or `1/1/1-1/1/4` → each port's CLI name.
-fn expand_ports(spec: &str) -> Result<Vec<String>, String> {
-    let Some((first, last)) = spec.split_once('-') else {
-        return Ok(vec![spec.to_string()]);
+/// `1/5`, `1/1-1/32` or `1/1/1-1/1/4` → the slot path (`1`, `1/1`) and the numbers
+/// named in it. Checked against the plan's ports, never expanded: a range in a running
+/// configuration may claim any width without costing memory.
+fn port_range(spec: &str) -> Result<(&str, RangeInclusive<u32>), String> {
+    let malformed = || {
+        format!(
+            "{} is not a port or port range (such as 1/1-1/32)",
+            shown(spec)
+        )
     };
-    let malformed = || format!("{} is not a port range (such as 1/1-1/32)", shown(spec));
-    let (prefix, start) = first.rsplit_once('/').ok_or_else(malformed)?;
-    let (last_prefix, end) = last.rsplit_once('/').ok_or_else(malformed)?;
-    if prefix != last_prefix {
-        return Err(malformed());
+    let (first, last) = spec.split_once('-').unwrap_or((spec, spec));
+    let (slot, start) = first.rsplit_once('/').ok_or_else(malformed)?;
+    let (last_slot, end) = last.rsplit_once('/').ok_or_else(malformed)?;
+    match (start.parse::<u32>(), end.parse::<u32>()) {
+        (Ok(start), Ok(end)) if slot == last_slot && start <= end => Ok((slot, start..=end)),
+        _ => Err(malformed()),
     }
-    let (start, end): (u32, u32) = match (start.parse(), end.parse()) {
-        (Ok(start), Ok(end)) if start <= end => (start, end),
-        _ => return Err(malformed()),
-    };
-    if end - start >= MAX_RANGE_PORTS {
-        return Err(format!(
-            "port range {} names {} ports; at most {MAX_RANGE_PORTS} are accepted",
-            shown(spec),
-            u64::from(end - start) + 1
-        ));
-    }
-    Ok((start..=end).map(|n| format!("{prefix}/{n}")).collect())
 }
 
 #[derive(Serialize)]
@@ -601,15 +595,12 @@ mod tests {
         assert_eq!(cli_port("Eth1/5/2").as_deref(), Some("1/5/2"));
         assert_eq!(cli_port("swp1"), None);
         assert_eq!(cli_port("Eth1"), None);
-        assert_eq!(expand_ports("1/1-1/3").unwrap(), ["1/1", "1/2", "1/3"]);
-        assert_eq!(expand_ports("1/7").unwrap(), ["1/7"]);
-        assert!(expand_ports("1/1-2/3").is_err());
-        assert!(expand_ports("1/3-1/1").is_err());
-        assert_eq!(
-            expand_ports("1/1-1/4294967295").unwrap_err(),
-            "port range `1/1-1/4294967295` names 4294967295 ports; at most 256 are accepted"
-        );
-        assert_eq!(expand_ports("1/1-1/256").unwrap().len(), 256);
+        assert_eq!(port_range("1/1-1/3").unwrap(), ("1", 1..=3));
+        assert_eq!(port_range("1/7").unwrap(), ("1", 7..=7));
+        assert_eq!(port_range("1/1/1-1/1/4").unwrap(), ("1/1", 1..=4));
+        assert!(port_range("1/1-2/3").is_err());
+        assert!(port_range("1/3-1/1").is_err());
+        assert_eq!(port_range("1/1-1/4294967295").unwrap(), ("1", 1..=u32::MAX));
     }
 
     #[test]

@@ -19,8 +19,10 @@ impl Drop for Process {
     }
 }
 
-fn controller(args: &[&str]) -> (Process, String) {
-    let mut child = Command::new(ENDHOST)
+/// `endhost controller` on a free loopback port, deciding every 20 ms.
+fn controller_command(args: &[&str]) -> Command {
+    let mut command = Command::new(ENDHOST);
+    command
         .args([
             "controller",
             "--listen",
@@ -29,9 +31,12 @@ fn controller(args: &[&str]) -> (Process, String) {
             "20",
         ])
         .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("endhost runs");
+        .stdout(Stdio::piped());
+    command
+}
+
+fn controller(args: &[&str]) -> (Process, String) {
+    let mut child = controller_command(args).spawn().expect("endhost runs");
     let mut first = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut first)
@@ -268,17 +273,8 @@ fn an_endless_line_is_cut_off_and_memory_stays_bounded() {
 #[test]
 fn the_controller_keeps_accepting_through_a_full_file_table() {
     use std::os::unix::process::CommandExt;
-    let mut command = Command::new(ENDHOST);
-    command
-        .args([
-            "controller",
-            "--listen",
-            "127.0.0.1:0",
-            "--delta-t-ms",
-            "20",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut command = controller_command(&[]);
+    command.stderr(Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe; the child has not started yet.
     unsafe {
         command.pre_exec(|| {

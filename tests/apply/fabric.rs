@@ -209,13 +209,10 @@ impl Fabric {
         }
     }
 
-    /// Runs `mltctl apply` on this fabric (its inventory, known_hosts and journal).
-    pub fn apply(&self, args: &[&str]) -> Output {
-        self.apply_with(args, &[])
-    }
-
-    pub fn apply_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_mltctl"))
+    /// `mltctl apply` on this fabric (its inventory, known_hosts and journal), to run.
+    pub fn apply_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mltctl"));
+        command
             .arg("apply")
             .arg("-i")
             .arg(&self.inventory)
@@ -224,9 +221,19 @@ impl Fabric {
             .arg("--journal")
             .arg(&self.journal)
             .args(args)
-            .envs(env.iter().copied())
             .env_remove("MLTCTL_INVENTORY")
-            .env_remove("SSH_AUTH_SOCK")
+            .env_remove("SSH_AUTH_SOCK");
+        command
+    }
+
+    /// Runs `mltctl apply` on this fabric (its inventory, known_hosts and journal).
+    pub fn apply(&self, args: &[&str]) -> Output {
+        self.apply_with(args, &[])
+    }
+
+    pub fn apply_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.apply_command(args)
+            .envs(env.iter().copied())
             .output()
             .expect("mltctl runs")
     }

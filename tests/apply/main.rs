@@ -665,17 +665,8 @@ fn unbounded_device_text() {
 
 /// Runs `mltctl apply` on `fabric` in the background.
 fn apply_in_background(fabric: &Fabric, args: &[&str]) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_mltctl"))
-        .arg("apply")
-        .arg("-i")
-        .arg(&fabric.inventory)
-        .arg("--known-hosts")
-        .arg(&fabric.known_hosts)
-        .arg("--journal")
-        .arg(&fabric.journal)
-        .args(args)
-        .env_remove("MLTCTL_INVENTORY")
-        .env_remove("SSH_AUTH_SOCK")
+    fabric
+        .apply_command(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

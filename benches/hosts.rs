@@ -19,8 +19,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Scratch, large_fabric, print, row, runs_from_args, step_row};
-use endhost::agent::{self, HostNetworkPlan, Status, dpdk::Sysfs};
-use endhost::config::DatapathKind;
+use endhost::agent::{self, dpdk::Sysfs};
+use endhost_core::config::DatapathKind;
+use endhost_core::host::{HostNetworkPlan, Status};
 use mltctl::inventory;
 use mltctl::plan::Plan;
 use mltctl::plan::hosts::network_plan;
@@ -58,7 +59,7 @@ impl Namespace {
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    endhost::netns::enter(&self.0).expect("entering the namespace");
+                    endhost::testbed::netns::enter(&self.0).expect("entering the namespace");
                     work()
                 })
                 .join()

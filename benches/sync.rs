@@ -15,10 +15,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{print, row, runs_from_args};
-use endhost::sync::bpawr::Knobs;
-use endhost::sync::cdf::RuntimeCdf;
-use endhost::sync::policy::{PartialReduce, Policy};
-use endhost::sync::selective::SelectiveReduce;
+use endhost_core::sync::bpawr::Knobs;
+use endhost_core::sync::cdf::RuntimeCdf;
+use endhost_core::sync::policy::{PartialReduce, Policy};
+use endhost_core::sync::selective::SelectiveReduce;
 use mltctl::sim::{Setup, Trace, bandwidths, report};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

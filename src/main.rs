@@ -454,11 +454,11 @@ enum DatapathArg {
     Dpdk,
 }
 
-impl From<DatapathArg> for endhost::config::DatapathKind {
+impl From<DatapathArg> for endhost_core::config::DatapathKind {
     fn from(d: DatapathArg) -> Self {
         match d {
-            DatapathArg::Udp => endhost::config::DatapathKind::Udp,
-            DatapathArg::Dpdk => endhost::config::DatapathKind::Dpdk,
+            DatapathArg::Udp => endhost_core::config::DatapathKind::Udp,
+            DatapathArg::Dpdk => endhost_core::config::DatapathKind::Dpdk,
         }
     }
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{fixture, mltctl, text};
-use endhost::config::TransportConfig;
+use endhost_core::config::TransportConfig;
 use mltctl::plan::Plan;
 
 const LAB: &str = "inventory/lab.yaml";

@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use common::fixture;
-use endhost::config::{DatapathKind, TransportConfig};
+use endhost_core::config::{DatapathKind, TransportConfig};
 use mltctl::generate::{FabricSize, fabric_yaml};
 use mltctl::inventory::{self, Inventory, LoadError};
 use mltctl::plan::thresholds::mm1m_loss;

@@ -14,9 +14,9 @@
 
 use std::time::Instant;
 
-use endhost::bench::{self, BenchReport, BenchSpec, T_HIGH_US, T_LOW_US};
-use endhost::config::{Collective, RateControl};
-use endhost::netns::FabricSpec;
+use endhost::testbed::bench::{self, BenchReport, BenchSpec, T_HIGH_US, T_LOW_US};
+use endhost::testbed::netns::FabricSpec;
+use endhost_core::config::{Collective, RateControl};
 
 fn spec(switch_buffer_ms: u32, loss_percent: f64, loss_bound: f64, gloo: bool) -> BenchSpec {
     BenchSpec {
@@ -67,7 +67,7 @@ fn ours(report: &BenchReport) -> &bench::SystemResult {
 }
 
 fn main() {
-    if let Some(why) = endhost::netns::unavailable() {
+    if let Some(why) = endhost::testbed::netns::unavailable() {
         eprintln!("allreduce benchmark skipped: {why}");
         return;
     }

@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char};
 use std::time::Duration;
 
-use crate::collective::{Done, OpError};
-use crate::config::TransportConfig;
 use crate::{Options, Transport};
+use endhost_core::collective::{Done, OpError};
+use endhost_core::config::TransportConfig;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());

@@ -1,11 +1,7 @@
 //! A launched transport: `endhost serve` joins the job once and then serves collectives
 //! to the host's processes over a Unix socket, so a training process needs no part of
-//! the transport in its own address space.
-//!
-//! The protocol is one JSON request line, then (for an allreduce) `values` f32 in
-//! little-endian; the reply is one JSON line, then (for a successful allreduce) the
-//! result's f32. Every rank must issue its allreduces in the same order, as with gloo:
-//! the n-th allreduce of each rank is one collective.
+//! the transport in its own address space. The messages are in
+//! [`endhost_core::daemon`].
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -13,43 +9,13 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
+use endhost_core::daemon::{AllreduceReply, MAX_VALUES, Request, Status};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{UnixListener, UnixStream as AsyncUnixStream};
 use tokio::sync::Mutex;
 
-use crate::config::DatapathKind;
 use crate::transport::Transport;
-
-/// The largest allreduce the socket accepts (1 GiB of f32), so a bad request cannot
-/// make the daemon allocate without bound.
-pub const MAX_VALUES: u64 = 1 << 28;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Request {
-    Status,
-    Allreduce { values: u64, layer: u16 },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Status {
-    pub host: String,
-    pub rank: u32,
-    pub world_size: u32,
-    pub job_id: u32,
-    pub datapath: DatapathKind,
-    pub pid: u32,
-    /// Allreduces served so far.
-    pub allreduces: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AllreduceReply {
-    pub error: Option<String>,
-    pub delivered: f64,
-    pub seconds: f64,
-}
 
 struct Shared {
     transport: Transport,

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
-use crate::collective::{Allreduce, Completion, Done, Engine, OpError, OpId};
 use crate::datapath::Datapath;
 use crate::mesh::Incoming;
-use crate::proto::{Control, Counters};
+use endhost_core::collective::{Allreduce, Completion, Done, Engine, OpError, OpId};
+use endhost_core::proto::{Control, Counters};
 
 /// Datagrams sent per loop turn at most, so that arrivals are not starved.
 const TX_PER_TURN: usize = 512;

@@ -1,30 +1,21 @@
-//! The end-host side of mltctl: the transport (wire format, bounded-loss delivery, rate
-//! control, path spraying, collectives, datapaths) and its configuration types.
-//!
-//! Layers, bottom up: [`wire`] (packet views), [`proto`] (the sans-IO protocol core),
-//! [`collective`] (collectives and point-to-point operations, sans I/O), [`datapath`]
-//! (kernel UDP), [`mesh`] (the TCP control channel), [`driver`] (the datapath thread)
-//! and [`transport`] (the API).
+//! The end host's I/O around the sans-IO core (`endhost-core`): the datapaths (kernel
+//! UDP, DPDK), the thread that drives the protocol core over one ([`driver`]), the TCP
+//! control channel ([`mesh`]), the async API ([`transport`]) and its C ABI ([`capi`]),
+//! the launched transport ([`daemon`]), the host agent's netlink and sysfs work
+//! ([`agent`]), the Selective Reduce controller service and workers ([`sync`]), and
+//! the tooling that builds namespace testbeds and benchmarks ([`testbed`]).
 
-pub mod addr;
 pub mod agent;
-pub mod bench;
 pub mod capi;
-pub mod collective;
-pub mod config;
 pub mod daemon;
 pub mod datapath;
 pub mod driver;
 pub mod input;
 pub mod lines;
 pub mod mesh;
-pub mod netns;
-pub mod proto;
 mod sockopt;
 pub mod sync;
+pub mod testbed;
 pub mod transport;
-pub mod wire;
-pub mod workload;
 
-pub use addr::{AddrParseError, MacAddr, PciAddr};
 pub use transport::{Options, Transport, TransportError};

@@ -15,8 +15,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::proto::Control;
 use crate::sockopt::set_int;
+use endhost_core::proto::Control;
 
 /// What the control channel tells the datapath thread.
 #[derive(Debug)]
@@ -341,7 +341,7 @@ async fn read_frames(
 mod tests {
     use super::*;
     use crate::driver::Inbound;
-    use crate::wire::MessageId;
+    use endhost_core::wire::MessageId;
 
     /// A peer that is already up sends its HELLO and its first frames in one write; the
     /// frames behind the HELLO must not be lost.

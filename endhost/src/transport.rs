@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
-use crate::collective::{Algorithm, Allreduce, Done, Engine, OpError};
-use crate::config::TransportConfig;
 use crate::datapath::{AnyDatapath, OpenError};
 use crate::driver::{Driver, Inbound, Reply, Wake};
 use crate::mesh::{self, MeshConfig, MeshError};
-use crate::proto::{Control, Counters, Endpoint, EndpointConfig};
+use endhost_core::collective::{Algorithm, Allreduce, Done, Engine, OpError};
+use endhost_core::config::TransportConfig;
+use endhost_core::proto::{Control, Counters, Endpoint, EndpointConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -169,7 +169,7 @@ impl Transport {
             rank: rank16,
             addresses: control_addresses,
             connect_timeout: options.connect_timeout,
-            tos: crate::proto::tagging::tos(config.job.tagging.control_dscp, false),
+            tos: endhost_core::proto::tagging::tos(config.job.tagging.control_dscp, false),
         };
         let (control, control_flushed) =
             start_control(mesh_config, inbound_tx.clone(), wake.clone()).await?;
@@ -237,9 +237,9 @@ impl Transport {
     /// bound, tensor `tensor`, all in `layer`.
     pub fn allreduce_spec(&self, tensor: u32, data: Vec<f32>, layer: u16) -> Allreduce {
         let algorithm = match self.config.job.collective {
-            crate::config::Collective::Ring => Algorithm::Ring,
-            crate::config::Collective::Transpose => Algorithm::Transpose,
-            crate::config::Collective::Ps => Algorithm::Ps {
+            endhost_core::config::Collective::Ring => Algorithm::Ring,
+            endhost_core::config::Collective::Transpose => Algorithm::Transpose,
+            endhost_core::config::Collective::Ps => Algorithm::Ps {
                 servers: (0..self.config.job.world_size as u16).collect(),
             },
         };

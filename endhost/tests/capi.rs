@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use endhost::bench::{BenchSpec, host_config};
-use endhost::config::{Collective, RateControl};
-use endhost::netns::FabricSpec;
+use endhost::testbed::bench::{BenchSpec, host_config};
+use endhost::testbed::netns::FabricSpec;
+use endhost_core::config::{Collective, RateControl};
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -4,8 +4,8 @@
 
 mod sim;
 
-use endhost::collective::{Algorithm, Allreduce, Completion};
-use endhost::config::Timeouts;
+use endhost_core::collective::{Algorithm, Allreduce, Completion};
+use endhost_core::config::Timeouts;
 use proptest::prelude::*;
 use sim::{Faults, Sim, result_of};
 

@@ -1,5 +1,5 @@
 //! The DPDK datapath against real DPDK, without a NIC: `endhost run` processes in two
-//! network namespaces joined by one veth pair (`endhost::netns::Pair`), a DPDK host on
+//! network namespaces joined by one veth pair (`endhost::testbed::netns::Pair`), a DPDK host on
 //! an af_packet virtual device (`--no-huge --no-pci --vdev=net_af_packet0,iface=eth0`)
 //! beside a kernel-UDP host, or two DPDK hosts. Every collective in both roles, loss
 //! from nftables, frames captured on the veth, and the EAL's errors. Needs root,
@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::process::{Child, Output};
 use std::time::Duration;
 
-use endhost::bench::datapath::pair_configs;
-use endhost::config::{DpdkOptions, TransportConfig};
-use endhost::netns::{Pair, capture};
+use endhost::testbed::bench::datapath::pair_configs;
+use endhost::testbed::netns::{Pair, capture};
+use endhost_core::config::{DpdkOptions, TransportConfig};
 use libtest_mimic::{Arguments, Trial};
 use run::{lines, text};
 use tagging::Tagging;
@@ -24,7 +24,7 @@ use tagging::Tagging;
 const ENDHOST: &str = env!("CARGO_BIN_EXE_endhost");
 
 fn main() {
-    let missing = endhost::netns::unavailable().or_else(|| {
+    let missing = endhost::testbed::netns::unavailable().or_else(|| {
         std::process::Command::new("ethtool")
             .arg("--version")
             .output()

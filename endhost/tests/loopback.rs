@@ -6,9 +6,9 @@ use std::time::Duration;
 mod common;
 
 use common::configs;
-use endhost::collective::Algorithm;
-use endhost::config::TransportConfig;
 use endhost::{Options, Transport};
+use endhost_core::collective::Algorithm;
+use endhost_core::config::TransportConfig;
 
 async fn start_all(world: u32, port: u16) -> Vec<Transport> {
     let handles: Vec<_> = configs(world, port)

@@ -7,9 +7,9 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
-use endhost::config::{RateControl, Tagging};
-use endhost::proto::{Endpoint, EndpointConfig, Place, Region};
-use endhost::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet};
+use endhost_core::config::{RateControl, Tagging};
+use endhost_core::proto::{Endpoint, EndpointConfig, Place, Region};
+use endhost_core::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet};
 
 const LEN: usize = 1000;
 

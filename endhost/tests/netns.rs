@@ -1,5 +1,5 @@
 //! `endhost run` as separate processes on hosts in network namespaces behind a bridge
-//! "switch" namespace (see `endhost::netns`): every collective, loss by nftables, a dead
+//! "switch" namespace (see `endhost::testbed::netns`): every collective, loss by nftables, a dead
 //! and a frozen peer, packets captured on the switch port to check DSCP and ECN, and
 //! foreign datagrams. Needs root, iproute2, tc and nft; otherwise every test is
 //! reported as skipped (ignored), with the reason on standard error.
@@ -14,15 +14,15 @@ mod run;
 #[path = "common/tagging.rs"]
 mod tagging;
 
-use endhost::bench::{BenchSpec, host_config};
-use endhost::config::{Collective, RateControl, TransportConfig};
-use endhost::netns::{Fabric, FabricSpec, capture};
+use endhost::testbed::bench::{BenchSpec, host_config};
+use endhost::testbed::netns::{Fabric, FabricSpec, capture};
+use endhost_core::config::{Collective, RateControl, TransportConfig};
 use libtest_mimic::{Arguments, Trial};
 use run::{lines, text};
 use tagging::Tagging;
 
 fn main() {
-    let missing = endhost::netns::unavailable();
+    let missing = endhost::testbed::netns::unavailable();
     if let Some(why) = &missing {
         eprintln!("namespace tests skipped: {why}");
     }

@@ -6,9 +6,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use endhost::config::{RateControl, Tagging};
-use endhost::proto::{Endpoint, EndpointConfig, Place, Region};
-use endhost::wire::{Header, MessageId, Packet};
+use endhost_core::config::{RateControl, Tagging};
+use endhost_core::proto::{Endpoint, EndpointConfig, Place, Region};
+use endhost_core::wire::{Header, MessageId, Packet};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
-use endhost::agent::{self, Report};
-use endhost::config::DatapathKind;
+use endhost_core::config::DatapathKind;
+use endhost_core::host::{self as agent, Report};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use endhost::config::DatapathKind;
-use endhost::daemon::Status;
+use endhost_core::config::DatapathKind;
+use endhost_core::daemon::Status;
 use serde::Serialize;
 
 use super::{HostStatus, Remote, endpoint, env_file, environment, open, run, seconds_since};

@@ -10,7 +10,7 @@ pub mod launch;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use endhost::config::{Collective, DatapathKind};
+use endhost_core::config::{Collective, DatapathKind};
 use serde::{Deserialize, Serialize};
 
 use switch_config::names::check_name;

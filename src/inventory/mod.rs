@@ -15,8 +15,8 @@ mod validate;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use endhost::config::{Collective, Datapath, Importance, Ports, RateControl, Timeouts};
-use endhost::{MacAddr, PciAddr};
+use endhost_core::config::{Collective, Datapath, Importance, Ports, RateControl, Timeouts};
+use endhost_core::{MacAddr, PciAddr};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 use switch_config::Vendor;

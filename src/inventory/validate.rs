@@ -12,10 +12,10 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use endhost::config::{
+use endhost_core::config::{
     Collective, Datapath, DatapathKind, DpdkDriver, Importance, Ports, RateControl, Timeouts,
 };
-use endhost::{MacAddr, PciAddr};
+use endhost_core::{MacAddr, PciAddr};
 use ipnet::Ipv4Net;
 use marked_yaml::{Span, Spanned};
 use switch_config::Vendor;
@@ -635,7 +635,7 @@ impl Validator<'_> {
                     self.error(h.nic.ip.span(), msg);
                 }
             }
-            let nic_ok = match endhost::addr::check_ifname(&h.nic.name) {
+            let nic_ok = match endhost_core::addr::check_ifname(&h.nic.name) {
                 Ok(()) => true,
                 Err(rule) => {
                     let msg = format!("NIC name {} {rule}", shown(&h.nic.name));

@@ -6,7 +6,7 @@
 //! class c to queue P−2−c, so front layers sit in the higher-priority queues. Traffic
 //! class and queue numbers are equal on every switch.
 
-use endhost::config::ClassTag;
+use endhost_core::config::ClassTag;
 use serde::{Deserialize, Serialize};
 
 use crate::inventory::Inventory;

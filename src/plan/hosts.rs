@@ -10,9 +10,10 @@
 
 use std::net::Ipv4Addr;
 
-use endhost::agent::{self, HostNetworkPlan, plan::DpdkPrep};
-use endhost::config::{DatapathKind, JobConfig, LocalConfig, PeerConfig, TransportConfig};
-use endhost::{MacAddr, PciAddr};
+use endhost_core::config::{DatapathKind, JobConfig, LocalConfig, PeerConfig, TransportConfig};
+use endhost_core::host::HostNetworkPlan;
+use endhost_core::host::plan::{self, DpdkPrep};
+use endhost_core::{MacAddr, PciAddr};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
@@ -183,7 +184,7 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
         addresses: std::iter::once(own).chain(paths).collect(),
         neighbours: std::iter::once(me.gateway)
             .chain(mac_map(plan, rank))
-            .map(|n| agent::plan::Neighbour {
+            .map(|n| plan::Neighbour {
                 ip: n.ip,
                 mac: n.mac,
             })
@@ -191,7 +192,7 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
         routes: me
             .routes
             .iter()
-            .map(|r| agent::plan::Route {
+            .map(|r| plan::Route {
                 prefix: r.prefix,
                 via: r.via,
             })

@@ -14,8 +14,8 @@ pub mod thresholds;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use endhost::MacAddr;
-use endhost::config::{JobConfig, Tagging, TransportConfig};
+use endhost_core::MacAddr;
+use endhost_core::config::{JobConfig, Tagging, TransportConfig};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 use switch_config::{EcnThresholds, QosIntent, QueueIntent, Scheduler, SwitchIntent};

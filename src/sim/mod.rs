@@ -17,11 +17,11 @@ mod trace;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use endhost::sync::bpawr::Knobs;
-use endhost::sync::cdf::RuntimeCdf;
-use endhost::sync::policy::{AllReduce, PartialReduce, Policy, Scheme};
-use endhost::sync::selective::SelectiveReduce;
-use endhost::sync::{WorkerId, ring_allreduce_seconds};
+use endhost_core::sync::bpawr::Knobs;
+use endhost_core::sync::cdf::RuntimeCdf;
+use endhost_core::sync::policy::{AllReduce, PartialReduce, Policy, Scheme};
+use endhost_core::sync::selective::SelectiveReduce;
+use endhost_core::sync::{WorkerId, ring_allreduce_seconds};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use endhost::sync::policy::Scheme;
+use endhost_core::sync::policy::Scheme;
 
 use super::Metrics;
 use super::report::Sweep;

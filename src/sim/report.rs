@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use endhost::sync::policy::Scheme;
+use endhost_core::sync::policy::Scheme;
 use rayon::prelude::*;
 use serde::Serialize;
 

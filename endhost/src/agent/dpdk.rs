@@ -6,30 +6,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use super::plan::DpdkPrep;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    Ok,
-    Changed,
-    /// Check mode: this step would change the host.
-    WouldChange,
-    Failed,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Step {
-    pub name: String,
-    /// What the step found, did, or would do.
-    pub action: String,
-    pub status: StepStatus,
-    /// Why the machine cannot do it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
+use endhost_core::host::plan::DpdkPrep;
+use endhost_core::host::{Step, StepStatus};
 
 /// The sysfs tree the steps read and write (`/sys` on a host).
 pub struct Sysfs {
@@ -175,24 +153,6 @@ impl Sysfs {
     }
 }
 
-impl Step {
-    fn new(name: &str, action: String, status: StepStatus) -> Step {
-        Step {
-            name: name.into(),
-            action,
-            status,
-            reason: None,
-        }
-    }
-
-    fn failed(name: &str, action: String, reason: impl Into<String>) -> Step {
-        Step {
-            reason: Some(reason.into()),
-            ..Step::new(name, action, StepStatus::Failed)
-        }
-    }
-}
-
 fn read_number(file: &Path) -> io::Result<u64> {
     fs::read_to_string(file)?
         .trim()
@@ -265,7 +225,7 @@ mod tests {
         );
         // The agent then leaves netlink alone (this test has no NIC named ens1f0) and
         // finds every DPDK step done.
-        let plan = crate::agent::HostNetworkPlan {
+        let plan = endhost_core::host::HostNetworkPlan {
             host: "h1".into(),
             nic: "ens1f0".into(),
             mac: "02:00:0a:01:01:0b".parse().unwrap(),
@@ -280,10 +240,12 @@ mod tests {
             .unwrap();
         let report = runtime.block_on(crate::agent::configure(&plan, false, &sysfs.0));
         assert_eq!(report.error, None);
-        assert_eq!(report.status, crate::agent::Status::Ok);
+        assert_eq!(report.status, endhost_core::host::Status::Ok);
         assert_eq!(report.network_skipped.as_deref(), Some(why.as_str()));
         assert!(report.dpdk.iter().all(|s| s.status == StepStatus::Ok));
-        assert!(crate::agent::render(&report, false).contains("network: skipped: 0000:3b:00.0"));
+        assert!(
+            endhost_core::host::render(&report, false).contains("network: skipped: 0000:3b:00.0")
+        );
     }
 
     #[test]

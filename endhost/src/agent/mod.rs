@@ -8,52 +8,56 @@
 
 pub mod dpdk;
 pub mod netlink;
-pub mod plan;
-pub mod state;
 
-pub use plan::{HostNetworkPlan, PlanError};
-pub use state::{Change, Conflict, Observed, diff};
+use std::path::{Path, PathBuf};
+
+use endhost_core::host::{Change, HostNetworkPlan, Report, Status, StepStatus, diff};
 
 /// The kernel protocol number on every address, neighbour and route the agent adds
 /// (`ip route show proto 77`). Unassigned in iproute2's `rt_protos`.
 pub const OWNER: u8 = 77;
 
-use serde::{Deserialize, Serialize};
-
-use self::dpdk::{Step, StepStatus, Sysfs};
+use self::dpdk::Sysfs;
 use self::netlink::Nic;
+use crate::input::{InputError, MAX_FILE_BYTES, read_text};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Already as planned.
-    Ok,
-    /// Changed and verified (check mode: would change).
-    Changed,
-    /// The network part stopped before changing or undid its changes; a DPDK step that
-    /// fails after the network was configured leaves the network changes (listed) in place.
-    Failed,
+/// Why a host's network plan file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: InputError,
+    },
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
 }
 
-/// What one `endhost configure` run found and did; `--json` prints it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Report {
-    pub host: String,
-    pub nic: String,
-    pub check: bool,
-    pub status: Status,
-    /// Made (check mode: would be made), in order.
-    pub changes: Vec<Change>,
-    /// Entries others configured that contradict the plan.
-    pub conflicts: Vec<Conflict>,
-    /// DPDK preparation steps, when the plan has them.
-    pub dpdk: Vec<Step>,
-    /// Why the kernel's part was not configured: the NIC is DPDK's, with no interface.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_skipped: Option<String>,
-    pub error: Option<String>,
-    /// The changes were made and then undone after a failure.
-    pub rolled_back: bool,
+/// Reads and checks the network plan at `path`.
+pub fn load_plan(path: &Path) -> Result<HostNetworkPlan, PlanError> {
+    let text = read_text(path, MAX_FILE_BYTES).map_err(|source| PlanError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let plan: HostNetworkPlan = serde_json::from_str(&text).map_err(|e| PlanError::Syntax {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    plan.check().map_err(|message| PlanError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    Ok(plan)
 }
 
 /// Makes the host's network match `plan` (or, with `check`, reports what that takes).
@@ -169,53 +173,4 @@ fn rollback_message(error: String, rolled_back: bool) -> String {
     } else {
         format!("{error}; undoing this run's changes failed too: the host is partly changed")
     }
-}
-
-/// The report as text: a status line, then (with `diff`) every change, then conflicts,
-/// DPDK steps and the error.
-pub fn render(report: &Report, diff: bool) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let status = match (report.status, report.check) {
-        (Status::Changed, true) => "would change",
-        (Status::Changed, false) => "changed",
-        (Status::Ok, _) => "ok",
-        (Status::Failed, _) => "failed",
-    };
-    let count = match report.changes.len() {
-        0 => String::new(),
-        1 => " (1 change)".into(),
-        n => format!(" ({n} changes)"),
-    };
-    let _ = writeln!(out, "{} {}: {status}{count}", report.host, report.nic);
-    if diff {
-        for change in &report.changes {
-            let _ = writeln!(out, "  {change}");
-        }
-    }
-    if let Some(why) = &report.network_skipped {
-        let _ = writeln!(out, "  network: skipped: {why}");
-    }
-    for conflict in &report.conflicts {
-        let _ = writeln!(out, "  conflict: {conflict}");
-    }
-    for step in &report.dpdk {
-        let status = match step.status {
-            StepStatus::Ok => "ok",
-            StepStatus::Changed => "changed",
-            StepStatus::WouldChange => "would change",
-            StepStatus::Failed => "failed",
-        };
-        let _ = write!(out, "  dpdk {}: {status}: {}", step.name, step.action);
-        match &step.reason {
-            Some(reason) => {
-                let _ = writeln!(out, ": {reason}");
-            }
-            None => out.push('\n'),
-        }
-    }
-    if let Some(error) = &report.error {
-        let _ = writeln!(out, "  error: {error}");
-    }
-    out
 }

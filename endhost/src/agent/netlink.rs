@@ -16,8 +16,10 @@ use rtnetlink::packet_route::route::{
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 
 use super::OWNER;
-use super::state::{Change, Observed, ObservedAddress, ObservedNeighbour, ObservedRoute};
-use crate::addr::MacAddr;
+use endhost_core::addr::MacAddr;
+use endhost_core::host::state::{
+    Change, Observed, ObservedAddress, ObservedNeighbour, ObservedRoute,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetlinkError {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use crate::addr::MacAddr;
-use crate::config::TransportConfig;
+use endhost_core::addr::MacAddr;
+use endhost_core::config::TransportConfig;
 
 /// Parses `IP=MAC` lines; blank lines and `#` comments are allowed. Errors name the
 /// line.

@@ -12,7 +12,7 @@ use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use crate::config::{DatapathKind, TransportConfig};
+use endhost_core::config::{DatapathKind, TransportConfig};
 
 pub trait Datapath {
     /// Hands every datagram that has arrived (its UDP payload) to `deliver`, without

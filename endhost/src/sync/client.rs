@@ -7,8 +7,9 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use super::service::{FromWorker, ToWorker};
-use super::{Launch, WorkerId};
+use endhost_core::sync::protocol::{FromWorker, ToWorker};
+use endhost_core::sync::{Launch, WorkerId};
+
 use crate::lines::next_line;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,10 +1,7 @@
 //! The controller service: workers connect over TCP and exchange JSON lines with it.
 //!
-//! Worker → controller: `{"hello":{"rank":R,"bandwidth_bps":B,"token":T}}` once, then
-//! `{"ready":{"compute_seconds":S,"bandwidth_bps":B}}` after each round's computation and
-//! `{"done":{"sync":N}}` when its synchronization is over. Controller → worker:
-//! `{"launch":{...}}` ([`Launch`]) or `{"error":"..."}` before it closes the connection.
-//! A worker whose connection closes leaves every decision from then on.
+//! The messages are in [`endhost_core::sync::protocol`]. A worker whose connection
+//! closes leaves every decision from then on.
 //!
 //! A connection must say hello within [`HELLO_TIMEOUT`] and, when the controller has a
 //! token, present it; lines are bounded ([`super::lines`]); anything else closes it.
@@ -13,13 +10,14 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use endhost_core::sync::policy::Policy;
+use endhost_core::sync::protocol::{FromWorker, ToWorker};
+use endhost_core::sync::{Launch, WorkerId};
+use serde::Serialize;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use super::policy::Policy;
-use super::{Launch, WorkerId};
 use crate::lines::next_line;
 
 /// How long a new connection may take to say hello.
@@ -52,31 +50,6 @@ impl Access {
 /// Equality that takes as long for a near miss as for a wild guess.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FromWorker {
-    Hello {
-        rank: WorkerId,
-        bandwidth_bps: f64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        token: Option<String>,
-    },
-    Ready {
-        compute_seconds: f64,
-        bandwidth_bps: f64,
-    },
-    Done {
-        sync: u64,
-    },
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToWorker {
-    Launch(Launch),
-    Error(String),
 }
 
 /// A launch as the controller logs it: when, on its clock.

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::Launch;
+use endhost_core::collective::Algorithm;
+use endhost_core::sync::Launch;
+
 use super::client::{ClientError, ControllerClient};
 use crate::Transport;
-use crate::collective::Algorithm;
 
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {

@@ -2,7 +2,7 @@
 
 use std::net::Ipv4Addr;
 
-use endhost::config::{
+use endhost_core::config::{
     ClassTag, Collective, Datapath, Importance, JobConfig, LocalConfig, PeerConfig, Ports,
     RateControl, Tagging, Timeouts, TransportConfig,
 };

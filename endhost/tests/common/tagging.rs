@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use endhost::config::{ClassTag, TransportConfig};
-use endhost::wire::{Flags, Kind, Packet};
+use endhost_core::config::{ClassTag, TransportConfig};
+use endhost_core::wire::{Flags, Kind, Packet};
 
 /// Layers of the tagging tests' jobs; run them with `--layers 4`.
 pub const LAYERS: u8 = 4;

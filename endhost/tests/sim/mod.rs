@@ -7,9 +7,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use endhost::collective::{Completion, Engine, OpId};
-use endhost::config::{ClassTag, Importance, RateControl, Tagging, Timeouts};
-use endhost::proto::{Control, Endpoint, EndpointConfig};
+use endhost_core::collective::{Completion, Engine, OpId};
+use endhost_core::config::{ClassTag, Importance, RateControl, Tagging, Timeouts};
+use endhost_core::proto::{Control, Endpoint, EndpointConfig};
 
 /// How the network misbehaves.
 #[derive(Debug, Clone, Copy)]
@@ -151,8 +151,8 @@ impl Sim {
         for rank in 0..self.engines.len() {
             while let Some(tx) = self.engines[rank].poll_transmit(self.now, &mut buf) {
                 self.datagrams_sent += 1;
-                let retransmit = endhost::wire::Packet::new_checked(&buf[..tx.len])
-                    .is_ok_and(|p| p.flags().has(endhost::wire::Flags::RETRANSMIT));
+                let retransmit = endhost_core::wire::Packet::new_checked(&buf[..tx.len])
+                    .is_ok_and(|p| p.flags().has(endhost_core::wire::Flags::RETRANSMIT));
                 if self.rng.chance(self.faults.loss) || (retransmit && self.faults.drop_retransmits)
                 {
                     self.datagrams_lost += 1;

@@ -5,7 +5,7 @@ use std::ffi::{CStr, CString, c_char};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::config::TransportConfig;
+use endhost_core::config::TransportConfig;
 
 /// The EAL's arguments for `config`, with the lcores laid over `cpus` (the CPUs this
 /// process may run on), and a warning when the lcores had to share CPUs.

@@ -33,9 +33,9 @@ use dpdk_sys as sys;
 
 use super::Datapath;
 use super::frame::{self, Addresses, HEADERS_LEN, Rejected};
-use crate::addr::MacAddr;
-use crate::config::TransportConfig;
-use crate::wire::{HEADER_LEN, Packet};
+use endhost_core::addr::MacAddr;
+use endhost_core::config::TransportConfig;
+use endhost_core::wire::{HEADER_LEN, Packet};
 
 /// Frames per RX or TX burst call.
 const BURST: usize = 32;

@@ -1,5 +1,5 @@
 //! `endhost bench datapath`: the datapaths side by side on one veth pair
-//! ([`crate::netns::Pair`]). For each: a blast of datagrams from one host to the
+//! ([`crate::testbed::netns::Pair`]). For each: a blast of datagrams from one host to the
 //! other through the [`Datapath`] calls alone (packets per second, per core of CPU
 //! time, and CPU cycles per packet at each end), then allreduces through the whole
 //! transport (`endhost run`) for goodput.
@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{collect, host_config, times};
-use crate::config::{Collective, DatapathKind, DpdkOptions, TransportConfig};
 use crate::datapath::{AnyDatapath, Datapath};
-use crate::netns::{FabricSpec, Pair};
+use crate::testbed::netns::{FabricSpec, Pair};
+use endhost_core::config::{Collective, DatapathKind, DpdkOptions, TransportConfig};
 
 /// One datapath under test: kernel UDP, or DPDK on a virtual device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,7 +162,7 @@ pub fn pair_configs(
         iterations: 0,
         collective: Collective::Ring,
         loss_bound: 0.0,
-        rate_control: crate::config::RateControl {
+        rate_control: endhost_core::config::RateControl {
             t_low_us: super::T_LOW_US,
             t_high_us: super::T_HIGH_US,
             ..Default::default()

@@ -1,15 +1,13 @@
 //! One host's network plan: what `mltctl plan --host NAME --network` writes and
-//! `endhost configure --plan` reads.
+//! `endhost configure --plan` reads (`endhost::agent::load_plan`).
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
 
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{MacAddr, PciAddr};
-use crate::input::{MAX_FILE_BYTES, read_text};
 
 /// The kernel state the agent owns on one host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,44 +57,7 @@ pub struct DpdkPrep {
     pub driver: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: crate::input::InputError,
-    },
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    Syntax {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
-}
-
 impl HostNetworkPlan {
-    pub fn load(path: &Path) -> Result<HostNetworkPlan, PlanError> {
-        let text = read_text(path, MAX_FILE_BYTES).map_err(|source| PlanError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let plan: HostNetworkPlan = serde_json::from_str(&text).map_err(|e| PlanError::Syntax {
-            path: path.to_path_buf(),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
-        plan.check().map_err(|message| PlanError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })?;
-        Ok(plan)
-    }
-
     /// Problems serde cannot see: duplicates, impossible values.
     pub fn check(&self) -> Result<(), String> {
         if let Err(rule) = crate::addr::check_ifname(&self.nic) {

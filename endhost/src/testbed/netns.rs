@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::addr::MacAddr;
+use endhost_core::addr::MacAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 #[derive(Debug, Clone)]

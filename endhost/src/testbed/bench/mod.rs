@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::config::{
+use crate::testbed::netns::{Fabric, FabricSpec};
+use endhost_core::config::{
     ClassTag, Collective, Datapath, Importance, JobConfig, LocalConfig, PeerConfig, Ports,
     RateControl, Tagging, Timeouts, TransportConfig,
 };
-use crate::netns::{Fabric, FabricSpec};
 
 /// Rate-control thresholds for namespace fabrics. MLT's defaults (12.5 and 125 µs)
 /// fit a 24 µs-RTT datacenter; veths on a shared CPU see RTTs of a millisecond.

@@ -9,7 +9,7 @@ use super::weights::{ALPHA, staleness_weights};
 use super::{Launch, Member, SyncKind, WorkerId};
 
 /// How the controller groups ready workers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scheme {
     /// Every worker, every round.
@@ -33,6 +33,32 @@ impl Scheme {
             Scheme::PartialReduce => "partial reduce",
             Scheme::SelectiveReduce => "selective reduce",
         }
+    }
+
+    /// As a command line writes it: `all-reduce`, `partial-reduce`, `selective-reduce`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Scheme::AllReduce => "all-reduce",
+            Scheme::PartialReduce => "partial-reduce",
+            Scheme::SelectiveReduce => "selective-reduce",
+        }
+    }
+}
+
+impl std::str::FromStr for Scheme {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Scheme::ALL
+            .into_iter()
+            .find(|x| x.arg() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Scheme::ALL.iter().map(|x| x.arg()).collect();
+                format!(
+                    "unknown scheme `{s}` (expected one of: {})",
+                    known.join(", ")
+                )
+            })
     }
 }
 

@@ -267,7 +267,7 @@ pub fn diff(plan: &HostNetworkPlan, observed: &Observed) -> Result<Vec<Change>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::plan::{Neighbour, Route};
+    use crate::host::plan::{Neighbour, Route};
 
     fn mac(last: u8) -> MacAddr {
         MacAddr([2, 0, 0, 0, 0, last])

@@ -1,0 +1,216 @@
+//! `endhost bench`: measurements on namespace fabrics and veth pairs built for the
+//! purpose (see `endhost::testbed`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use endhost::testbed::bench::datapath::{PairSpec, System};
+use endhost::testbed::bench::{self, BenchSpec};
+use endhost::testbed::netns::{self, FabricSpec};
+use endhost_core::config::{DatapathKind, RateControl};
+
+use super::{Baseline, BlastRole, CollectiveArg, DatapathArg};
+
+/// Measure the transport on a namespace fabric built for the purpose.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    Allreduce(AllreduceArgs),
+    Datapath(DatapathArgs),
+    Blast(BlastArgs),
+}
+
+/// Allreduce time against the link-rate optimum, optionally beside gloo.
+///
+/// Builds --hosts network namespaces behind one bridge "switch" namespace, limits
+/// every switch port to --rate with tbf (its buffer: --switch-buffer-ms), drops
+/// --loss percent of all packets at random on the switch (nftables), runs `endhost run` on every host, then the same with gloo
+/// (torch.distributed, Debian's python3-torch) if --baseline gloo, removes the
+/// fabric and prints median and p99 times. Needs root.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct AllreduceArgs {
+    #[arg(long, default_value_t = 4)]
+    pub hosts: usize,
+    /// Bytes per allreduce: 64MiB, 64MB, …
+    #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+    pub size: u64,
+    /// Link rate: 1gbit, 100mbit, …
+    #[arg(long, default_value = "1gbit", value_parser = bench::parse_rate)]
+    pub rate: u64,
+    /// Packets dropped at random by the switch, percent.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    #[arg(long, value_enum, default_value = "ring")]
+    pub collective: CollectiveArg,
+    /// Loss bound p of the transport.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss_bound: f64,
+    #[arg(long, default_value_t = 20)]
+    pub iterations: u32,
+    /// Switch port buffer (tbf latency on the switch's ports), ms; 0: no shaping.
+    #[arg(long, default_value_t = 50)]
+    pub switch_buffer_ms: u32,
+    /// Shape the hosts' side of each link too, with this buffer (ms). 0, the
+    /// default: hosts send as fast as they like and the switch ports are the
+    /// bottleneck, so bursts meet the switch buffer as they would on a fabric.
+    #[arg(long, default_value_t = 0)]
+    pub host_buffer_ms: u32,
+    /// Rate control: below this RTT the rate grows (µs). MLT's default is 12.5 for a
+    /// 24 µs-RTT datacenter; namespaces on a shared CPU see RTTs of milliseconds.
+    #[arg(long, default_value_t = bench::T_LOW_US)]
+    pub t_low_us: f64,
+    /// Rate control: above this RTT the rate shrinks (µs); MLT's default is 125.
+    #[arg(long, default_value_t = bench::T_HIGH_US)]
+    pub t_high_us: f64,
+    /// Run gloo on the same fabric too.
+    #[arg(long, value_enum)]
+    pub baseline: Option<Baseline>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The datapaths side by side on one veth pair: packets per second, per core and
+/// in CPU cycles per packet, then allreduce goodput.
+///
+/// For each datapath (and, for DPDK, each --vdev driver), builds two namespaces
+/// joined by a veth pair, blasts --packets datagrams of --payload bytes from one to
+/// the other through the datapath alone (each end measures its CPU time, every
+/// thread included), then runs --iterations allreduces of --size through the whole
+/// transport. DPDK runs without hugepages on the vdev over the veth, its receiving
+/// lcore busy-polling. Needs root and ethtool.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct DatapathArgs {
+    /// Datapaths to compare, in order.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "udp,dpdk")]
+    pub datapath: Vec<DatapathArg>,
+    /// DPDK virtual-device drivers to run the DPDK datapath on.
+    #[arg(long, value_delimiter = ',', default_value = "net_af_packet")]
+    pub vdev: Vec<String>,
+    #[arg(long, default_value_t = 2_000_000)]
+    pub packets: u64,
+    /// UDP payload bytes per datagram.
+    #[arg(long, default_value_t = 1024)]
+    pub payload: usize,
+    /// Bytes per allreduce.
+    #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+    pub size: u64,
+    #[arg(long, default_value_t = 5)]
+    pub iterations: u32,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One end of `bench datapath`'s blast (run by it in each namespace).
+#[derive(clap::Args)]
+#[command(hide = true)]
+pub struct BlastArgs {
+    #[arg(long, value_enum)]
+    pub role: BlastRole,
+    #[arg(long)]
+    pub config: PathBuf,
+    #[arg(long)]
+    pub packets: u64,
+    #[arg(long)]
+    pub payload: usize,
+}
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Allreduce(args) => allreduce(args),
+        Command::Datapath(args) => datapath(args),
+        Command::Blast(args) => blast(args),
+    }
+}
+
+fn allreduce(args: AllreduceArgs) -> anyhow::Result<()> {
+    let spec = BenchSpec {
+        fabric: FabricSpec {
+            hosts: args.hosts,
+            rate_mbit: args.rate,
+            host_buffer_ms: args.host_buffer_ms,
+            switch_buffer_ms: args.switch_buffer_ms,
+            loss_percent: args.loss,
+        },
+        size_bytes: args.size,
+        iterations: args.iterations,
+        collective: args.collective.into(),
+        loss_bound: args.loss_bound,
+        rate_control: RateControl {
+            t_low_us: args.t_low_us,
+            t_high_us: args.t_high_us,
+            ..RateControl::default()
+        },
+        phase_ms: 30_000,
+        gloo: args.baseline.is_some(),
+    };
+    if let Some(why) = netns::unavailable() {
+        anyhow::bail!("cannot build a namespace fabric: {why}");
+    }
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let report = bench::run(&spec, &exe, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let report = report.map_err(anyhow::Error::msg)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
+}
+
+fn datapath(args: DatapathArgs) -> anyhow::Result<()> {
+    let systems = args
+        .datapath
+        .iter()
+        .flat_map(|d| match d {
+            DatapathArg::Udp => vec![System {
+                kind: DatapathKind::Udp,
+                vdev: None,
+            }],
+            DatapathArg::Dpdk => args
+                .vdev
+                .iter()
+                .map(|v| System {
+                    kind: DatapathKind::Dpdk,
+                    vdev: Some(v.clone()),
+                })
+                .collect(),
+        })
+        .collect();
+    let spec = PairSpec {
+        systems,
+        packets: args.packets,
+        payload: args.payload,
+        size_bytes: args.size,
+        iterations: args.iterations,
+    };
+    if let Some(why) = netns::unavailable() {
+        anyhow::bail!("cannot build a veth pair: {why}");
+    }
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let report = bench::datapath::run(&spec, &exe, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let report = report.map_err(anyhow::Error::msg)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
+}
+
+fn blast(args: BlastArgs) -> anyhow::Result<()> {
+    let config = super::read_config(&args.config)?;
+    let send = matches!(args.role, BlastRole::Send);
+    let end = bench::datapath::blast(&config, send, args.packets, args.payload)
+        .map_err(anyhow::Error::msg)?;
+    println!("{}", serde_json::to_string(&end)?);
+    Ok(())
+}

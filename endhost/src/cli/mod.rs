@@ -1,0 +1,103 @@
+//! endhost's commands, one file each: its arguments, its run, its output.
+
+pub mod allreduce;
+pub mod bench;
+pub mod configure;
+pub mod controller;
+pub mod run;
+pub mod serve;
+pub mod status;
+pub mod stop;
+pub mod worker;
+
+use anyhow::Context;
+use clap::ValueEnum;
+use endhost_core::config::{Collective, TransportConfig};
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  error: a file, the fabric, a peer or a collective failed (the message says which)
+  2  the command line is wrong
+  3  (configure) the plan file is invalid; nothing was changed";
+
+/// The end-host transport of mltctl: bounded-loss collectives over UDP, with per-packet
+/// DSCP/ECN tagging, TIMELY-like rate control and path spraying (MLT).
+#[derive(clap::Parser)]
+#[command(name = "endhost", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    Serve(serve::Args),
+    Status(status::Args),
+    Stop(stop::Args),
+    Allreduce(allreduce::Args),
+    Configure(configure::Args),
+    Run(run::Args),
+    Controller(controller::Args),
+    Worker(worker::Args),
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Bench(bench::Command),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CollectiveArg {
+    Ring,
+    Transpose,
+    Ps,
+}
+
+impl From<CollectiveArg> for Collective {
+    fn from(c: CollectiveArg) -> Self {
+        match c {
+            CollectiveArg::Ring => Collective::Ring,
+            CollectiveArg::Transpose => Collective::Transpose,
+            CollectiveArg::Ps => Collective::Ps,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Baseline {
+    Gloo,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DatapathArg {
+    Udp,
+    Dpdk,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum BlastRole {
+    Send,
+    Receive,
+}
+
+/// A host's transport configuration, as `mltctl plan --host NAME` writes it.
+pub fn read_config(path: &std::path::Path) -> anyhow::Result<TransportConfig> {
+    let text = endhost::input::read_text(path, endhost::input::MAX_FILE_BYTES)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a host configuration", path.display()))
+}
+
+/// The controller's shared token: from `file`, else MLT_CONTROLLER_TOKEN, else none.
+pub fn controller_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let token = match file {
+        Some(path) => endhost::input::read_text(path, 4096)
+            .with_context(|| format!("cannot read the token file {}", path.display()))?
+            .trim()
+            .to_string(),
+        None => match std::env::var("MLT_CONTROLLER_TOKEN") {
+            Ok(token) => token.trim().to_string(),
+            Err(_) => return Ok(None),
+        },
+    };
+    anyhow::ensure!(!token.is_empty(), "the controller token is empty");
+    Ok(Some(token))
+}

@@ -1,0 +1,104 @@
+//! `endhost serve`: the launched transport, serving collectives over a Unix socket.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use endhost::daemon;
+use endhost::{Options, Transport};
+
+/// Join the job and serve collectives to this host's processes (a Unix socket).
+///
+/// FILE is the host's transport configuration (`mltctl plan --host NAME`). The
+/// transport connects to every peer (waiting --connect-timeout for them), then
+/// listens on --socket; a process there asks for allreduces (see `endhost
+/// allreduce`), every rank in the same order. SIGTERM or SIGINT end it. With
+/// --detach it starts itself in the background, writes --pid-file and returns;
+/// `endhost status --wait` says when it is ready, `endhost stop` stops it.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct Args {
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+    /// Seconds to wait for every peer to come up.
+    #[arg(long, default_value_t = 60)]
+    pub connect_timeout: u64,
+    /// Run in the background, output appended to --log.
+    #[arg(long, requires_all = ["pid_file", "log"])]
+    pub detach: bool,
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match (args.detach, args.log.as_deref(), args.pid_file.as_deref()) {
+        (true, Some(log), Some(pid_file)) => {
+            let argv: Vec<std::ffi::OsString> = std::env::args_os()
+                .skip(1)
+                .filter(|a| a != "--detach")
+                .collect();
+            daemon::detach(&argv, log, pid_file)
+                .map(|pid| println!("{pid}"))
+                .with_context(|| format!("cannot start the transport (log {})", log.display()))
+        }
+        _ => serve(
+            &args.config,
+            &args.socket,
+            args.pid_file.as_deref(),
+            args.connect_timeout,
+        ),
+    }
+}
+
+/// In the foreground: until SIGTERM or SIGINT.
+fn serve(
+    config: &Path,
+    socket: &Path,
+    pid_file: Option<&Path>,
+    connect_timeout: u64,
+) -> anyhow::Result<()> {
+    let config = super::read_config(config)?;
+    if let Some(pid_file) = pid_file {
+        daemon::write_pid(pid_file, std::process::id())
+            .with_context(|| format!("cannot write {}", pid_file.display()))?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        let options = Options {
+            connect_timeout: Duration::from_secs(connect_timeout),
+            bind: None,
+        };
+        let (rank, world) = (config.rank, config.job.world_size);
+        let transport = Transport::start(config, options).await?;
+        // A socket file left by a transport that died is in the way; a live one answers.
+        if daemon::Client::connect(socket).is_ok() {
+            anyhow::bail!("another transport already serves {}", socket.display());
+        }
+        let _ = std::fs::remove_file(socket);
+        let listener = tokio::net::UnixListener::bind(socket)
+            .with_context(|| format!("cannot listen on {}", socket.display()))?;
+        println!("ready: rank {rank} of {world} on {}", socket.display());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let stop = async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        };
+        let transport = daemon::serve(transport, listener, stop).await;
+        transport.shutdown().await;
+        println!("stopped");
+        anyhow::Ok(())
+    });
+    let _ = std::fs::remove_file(socket);
+    if let Some(pid_file) = pid_file {
+        let _ = std::fs::remove_file(pid_file);
+    }
+    result
+}

@@ -1,0 +1,94 @@
+//! `mltctl diff`: the plan against saved running configurations.
+
+use std::path::PathBuf;
+
+use mltctl::plan::Plan;
+use mltctl::switches;
+
+use super::{Failure, InventoryArg, load, print, print_json};
+
+/// Compare the plan with saved running configurations, and show what would change.
+///
+/// DIR holds one running configuration per switch, named as `render` names them
+/// (or just NAME); a switch without a file is taken to be empty. Only what the plan
+/// owns is compared, after units, defaults and ordering are normalised; for each
+/// switch that differs, the commands (SONiC: the JSON patch) that would fix it follow.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct Args {
+    #[command(flatten)]
+    pub inventory: InventoryArg,
+    /// Directory of saved running configurations.
+    #[arg(long, value_name = "DIR")]
+    pub running: PathBuf,
+    /// Print the differences as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit with 6 when any switch differs (for drift checks in CI).
+    #[arg(long)]
+    pub exit_code: bool,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let (inventory, running) = (args.inventory.inventory.as_path(), args.running.as_path());
+    let (json, exit_code) = (args.json, args.exit_code);
+    if !running.is_dir() {
+        return Err(anyhow::anyhow!("{} is not a directory", running.display()).into());
+    }
+    let plan = Plan::build(&load(inventory)?);
+    let mut diffs = Vec::new();
+    let mut errors = Vec::new();
+    for result in switches::diff_all(&plan, running) {
+        match result {
+            Ok(d) => diffs.push(d),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(anyhow::anyhow!(
+            "cannot compare {} switch(es):\n  {}",
+            errors.len(),
+            errors.join("\n  ")
+        )
+        .into());
+    }
+    let differing = diffs.iter().filter(|d| !d.changes.is_empty()).count();
+    if json {
+        print_json(&serde_json::json!({"switches": diffs, "differing": differing}))?;
+    } else {
+        print(&diff_text(&diffs, differing))?;
+    }
+    if exit_code && differing > 0 {
+        return Err(Failure::Differs);
+    }
+    Ok(())
+}
+
+fn diff_text(diffs: &[switch_config::SwitchDiff], differing: usize) -> String {
+    let mut out = String::new();
+    let changes: usize = diffs.iter().map(|d| d.changes.len()).sum();
+    for d in diffs {
+        if d.changes.is_empty() {
+            out.push_str(&format!("{} ({}): no change\n", d.switch, d.vendor));
+            continue;
+        }
+        out.push_str(&format!(
+            "{} ({}): {} change(s)\n",
+            d.switch,
+            d.vendor,
+            d.changes.len()
+        ));
+        for change in &d.changes {
+            out.push_str(&format!("  {change}\n"));
+        }
+        out.push_str("  to apply:\n");
+        for line in d.commands.lines() {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "{differing} of {} switches differ from the plan ({changes} change(s))\n",
+        diffs.len()
+    ));
+    out
+}

@@ -1,0 +1,85 @@
+//! What the host commands (bootstrap, launch, stop) share: their arguments, their
+//! targets, and their per-host lines and summary.
+
+use mltctl::hosts;
+use mltctl::plan::Plan;
+use mltctl::select::Selection;
+use serde::Serialize;
+
+use super::{Failure, InventoryArg, SshArgs, load};
+
+/// What every command that works on hosts over SSH takes.
+#[derive(clap::Args)]
+pub struct HostArgs {
+    #[command(flatten)]
+    pub inventory: InventoryArg,
+    /// Only these hosts: names, globs (h1*), groups (all, hosts, rack:NAME),
+    /// comma-separated; &PATTERN narrows, !PATTERN excludes. Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Vec<String>,
+    /// Hosts handled at once, one SSH session each.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub forks: u16,
+    /// Directory on every host for the endhost binary and the host's files.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/mltctl")]
+    pub remote_dir: String,
+    /// Print one JSON object per line: {"event":"host"|"summary", ...}.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+/// The plan and the hosts a host command works on.
+pub fn host_targets(args: &HostArgs) -> Result<(Plan, Vec<usize>), Failure> {
+    let plan = Plan::build(&load(&args.inventory.inventory)?);
+    let selected = Selection::parse(&args.limit)
+        .and_then(|s| s.select(&plan))
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    if selected.hosts.is_empty() {
+        return Err(Failure::Usage("--limit selects no host".into()));
+    }
+    Ok((plan, selected.hosts))
+}
+
+/// Prints one host's line as it finishes (JSON Lines with --json), to standard output.
+pub fn host_line(json: bool, text: String, value: &impl Serialize) {
+    if json {
+        let mut line = serde_json::json!({ "event": "host" });
+        if let (Some(map), Ok(serde_json::Value::Object(fields))) =
+            (line.as_object_mut(), serde_json::to_value(value))
+        {
+            map.extend(fields);
+        }
+        println!("{line}");
+    } else {
+        print!("{text}");
+    }
+}
+
+pub fn host_summary(
+    json: bool,
+    what: &str,
+    summary: &hosts::HostSummary,
+    seconds: f64,
+) -> Result<(), Failure> {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "summary", "summary": summary, "seconds": seconds})
+        );
+    } else {
+        print!("{}", hosts::summary_line(what, summary, seconds));
+    }
+    hosts_outcome(summary)
+}
+
+pub fn hosts_outcome(summary: &hosts::HostSummary) -> Result<(), Failure> {
+    if summary.failed > 0 {
+        Err(Failure::SwitchesFailed)
+    } else if summary.unreachable > 0 {
+        Err(Failure::SwitchesUnreachable)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,206 @@
+//! mltctl's commands, cargo-style: one file per command with its arguments, its run
+//! and its output; what several share lives here and in [`hosts`].
+
+pub mod apply;
+pub mod bootstrap;
+pub mod diff;
+pub mod env;
+pub mod generate;
+pub mod groups;
+pub mod hosts;
+pub mod launch;
+pub mod plan;
+pub mod play;
+pub mod render;
+pub mod sim;
+pub mod stop;
+pub mod validate;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use mltctl::diag::Diagnostics;
+use mltctl::inventory::{self, Inventory, LoadError};
+use mltctl::plan::Plan;
+use mltctl::ssh::{self, SshOptions};
+use serde::Serialize;
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  error: a file could not be read or written
+  2  the command line is wrong
+  3  the inventory is invalid; every problem is listed as file:line:col: message
+     and nothing was changed
+  4  (apply) at least one switch failed: it was rolled back, or reverts by itself;
+     its line says which; (bootstrap, launch, stop) at least one host failed: its
+     line says why (bootstrap undoes its network changes on the host; a failed DPDK
+     preparation step keeps them)
+  5  (apply, bootstrap, launch, stop) at least one switch or host was unreachable
+     (none failed); nothing was sent to it
+  6  (diff --exit-code, apply --check --exit-code) at least one switch differs from
+     the plan
+  130 (apply) SIGINT or SIGTERM stopped the run: no switch was started after it; a
+     switch in progress had its staged change discarded or its commit rolled back
+     (each line and the journal say which); a second signal ends mltctl at once and
+     switches with a revert timer undo an unconfirmed commit by themselves
+  (play) the exit code of the step that failed";
+
+/// Deploy an ML-aware network transport from one inventory file.
+///
+/// mltctl reads an inventory (switches, links, hosts and the training job), checks it,
+/// and plans every setting: DSCP values and strict-priority queues, per-queue RED/ECN
+/// thresholds from MLT's queueing model, path addresses and static routes for source
+/// routing, and each host's MAC map and transport configuration.
+#[derive(clap::Parser)]
+#[command(name = "mltctl", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    Validate(validate::Args),
+    Plan(plan::Args),
+    Render(render::Args),
+    Diff(diff::Args),
+    Apply(apply::Args),
+    Bootstrap(bootstrap::Args),
+    Launch(launch::Args),
+    Env(env::Args),
+    Stop(stop::Args),
+    Play(play::Args),
+    Generate(generate::Args),
+    Sim(sim::Args),
+    Groups(groups::Args),
+}
+
+#[derive(clap::Args)]
+pub struct InventoryArg {
+    /// The inventory file (YAML).
+    #[arg(
+        short,
+        long = "inventory",
+        value_name = "FILE",
+        env = "MLTCTL_INVENTORY"
+    )]
+    pub inventory: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct SshArgs {
+    /// OpenSSH known_hosts file to check host keys against [default: ~/.ssh/known_hosts].
+    #[arg(long, value_name = "FILE")]
+    pub known_hosts: Option<PathBuf>,
+    /// Record the host key of a device that has none in known_hosts. A changed key is
+    /// always refused.
+    #[arg(long)]
+    pub accept_new_host_keys: bool,
+    /// Seconds to wait for a device to accept the TCP connection.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub connect_timeout: u64,
+    /// Seconds any one command on a device may take.
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub command_timeout: u64,
+}
+
+impl SshArgs {
+    fn options(&self) -> SshOptions {
+        SshOptions {
+            known_hosts: self
+                .known_hosts
+                .clone()
+                .unwrap_or_else(|| ssh::expand_home(std::path::Path::new("~/.ssh/known_hosts"))),
+            accept_new_host_keys: self.accept_new_host_keys,
+            connect_timeout: Duration::from_secs(self.connect_timeout),
+            command_timeout: Duration::from_secs(self.command_timeout),
+            known_hosts_lock: Default::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum DatapathArg {
+    Udp,
+    Dpdk,
+}
+
+impl From<DatapathArg> for endhost_core::config::DatapathKind {
+    fn from(d: DatapathArg) -> Self {
+        match d {
+            DatapathArg::Udp => endhost_core::config::DatapathKind::Udp,
+            DatapathArg::Dpdk => endhost_core::config::DatapathKind::Dpdk,
+        }
+    }
+}
+
+/// A run that ended with a known outcome other than success.
+pub enum Failure {
+    Invalid(Diagnostics),
+    /// The inventory is invalid and the problems were already printed (as JSON).
+    InvalidReported,
+    /// `diff --exit-code` found differences (already printed).
+    Differs,
+    /// `apply` finished with failed or unreachable switches (already reported).
+    SwitchesFailed,
+    SwitchesUnreachable,
+    /// A command-line value is wrong in a way clap cannot see.
+    Usage(String),
+    /// A playbook step failed with this exit code (already reported).
+    Step(i32),
+    /// A signal stopped the run (already reported).
+    Interrupted,
+    Error(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Error(e)
+    }
+}
+
+pub fn host_rank(plan: &Plan, name: &str) -> Result<usize, Failure> {
+    plan.host_rank(name)
+        .ok_or_else(|| Failure::Usage(format!("no host named `{name}` in the inventory")))
+}
+
+pub fn load(path: &std::path::Path) -> Result<Inventory, Failure> {
+    loaded(inventory::load(path))
+}
+
+pub fn loaded(result: Result<Inventory, LoadError>) -> Result<Inventory, Failure> {
+    result.map_err(|e| match e {
+        LoadError::Invalid(problems) => Failure::Invalid(problems),
+        io => Failure::Error(io.into()),
+    })
+}
+
+pub fn layer_names(inv: &Inventory) -> Vec<String> {
+    inv.training.layers.iter().map(|l| l.name.clone()).collect()
+}
+
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
+}
+
+/// Pretty JSON for a person at a terminal, compact JSON for programs.
+pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let pretty = stdout.is_terminal();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if pretty {
+        serde_json::to_writer_pretty(&mut out, value)
+    } else {
+        serde_json::to_writer(&mut out, value)
+    }
+    .context("cannot write JSON")?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
+}

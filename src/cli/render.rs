@@ -1,0 +1,46 @@
+//! `mltctl render`: every switch's configuration, in its vendor's own syntax.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use mltctl::plan::Plan;
+use mltctl::switches;
+
+use super::{Failure, InventoryArg, load, print};
+
+/// Write every switch's configuration, in its vendor's own syntax, to a directory.
+///
+/// One file per switch: NAME.json (SONiC config_db tables), NAME.cfg (Arista EOS,
+/// NVIDIA Onyx CLI) or NAME.nvue (NVIDIA Cumulus NVUE commands). If any switch
+/// cannot be configured as planned, every such problem is reported and nothing is
+/// written.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct Args {
+    #[command(flatten)]
+    pub inventory: InventoryArg,
+    /// Directory to write the files to (created if needed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let Args { inventory, out } = args;
+    let plan = Plan::build(&load(&inventory.inventory)?);
+    let rendered = switches::render_all(&plan).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!(
+            "{} switch configuration(s) cannot be rendered; nothing was written:\n  {}",
+            errors.len(),
+            lines.join("\n  ")
+        )
+    })?;
+    let written = switches::write_all(&out, &rendered)
+        .with_context(|| format!("cannot write to {}", out.display()))?;
+    print(&format!(
+        "wrote {} configurations to {}\n",
+        written.len(),
+        out.display()
+    ))?;
+    Ok(())
+}

@@ -2,11 +2,20 @@
 //! into each vendor's native configuration, and the semantic difference between that
 //! intent and what a switch runs.
 //!
-//! Each vendor is one small module (in the manner of NAPALM drivers) that knows three
-//! things: what the intent means in its terms ([`items`] with vendor keys), how to read
-//! the parts of a running configuration the plan owns, and how to lay changes out (one
-//! tera template per vendor under `templates/switch/<vendor>/`) — as a whole
-//! configuration or as the commands (SONiC: the JSON patch) that fix a running one.
+//! Each vendor has one home, `<vendor>/` (in the manner of NAPALM drivers):
+//! - `mod.rs`, the model: what the intent means in its terms ([`items`] with vendor
+//!   keys, `expected`) and how to read the parts of a running configuration the plan
+//!   owns (`parse`);
+//! - `render.rs`: how changes are laid out — as a whole configuration or as the
+//!   commands (SONiC: the JSON patch) that fix a running one — through the vendor's tera
+//!   template under the project's `templates/switch/<vendor>/` (the template gets
+//!   values and writes whole lines);
+//! - `push.rs`: the driver that takes a change through the switch's own steps
+//!   (candidate, commit with a revert timer, confirm, rollback), behind [`push`]'s
+//!   interface.
+//!
+//! Everything else is vendor-neutral: the intent ([`intent`]), items and changes
+//! ([`items`]), names ([`names`]), shell words ([`shell`]) and redaction ([`redact`]).
 
 pub mod cumulus;
 pub mod eos;

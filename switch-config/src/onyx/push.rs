@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use super::{Device, PushError, Transport, run_cli};
 use crate::SwitchIntent;
+use crate::push::{Device, PushError, Transport, run_cli};
 
 pub struct Onyx<'a> {
     intent: &'a SwitchIntent,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Device, PushError, Transport, clock, run_cli};
+use crate::push::{Device, PushError, Transport, clock, run_cli};
 
 pub struct Eos {
     session: String,
@@ -69,8 +69,8 @@ impl Device for Eos {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::Recorder;
     use super::*;
+    use crate::push::tests::Recorder;
 
     #[test]
     fn a_change_goes_through_a_named_session_with_a_commit_timer() {

@@ -8,11 +8,6 @@
 //! *what* to change; they carry the commands (SONiC: the JSON patch) that
 //! [`crate::diff`] produced.
 
-mod cumulus;
-mod eos;
-mod onyx;
-mod sonic;
-
 use std::io;
 use std::time::Duration;
 
@@ -96,15 +91,19 @@ pub trait Device {
 /// timer the change uses on the switch (letters, digits, `-` and `_`).
 pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn Device + 'a> {
     match intent.vendor {
-        Vendor::Eos => Box::new(eos::Eos::new(change_id)),
-        Vendor::Onyx => Box::new(onyx::Onyx::new(intent)),
-        Vendor::Cumulus => Box::new(cumulus::Cumulus),
-        Vendor::Sonic => Box::new(sonic::Sonic::new(change_id, &intent.name)),
+        Vendor::Eos => Box::new(crate::eos::push::Eos::new(change_id)),
+        Vendor::Onyx => Box::new(crate::onyx::push::Onyx::new(intent)),
+        Vendor::Cumulus => Box::new(crate::cumulus::push::Cumulus),
+        Vendor::Sonic => Box::new(crate::sonic::push::Sonic::new(change_id, &intent.name)),
     }
 }
 
 /// Runs `command` and fails on a non-zero exit status.
-fn run(t: &mut dyn Transport, command: &ShellCommand, input: &str) -> Result<String, PushError> {
+pub(crate) fn run(
+    t: &mut dyn Transport,
+    command: &ShellCommand,
+    input: &str,
+) -> Result<String, PushError> {
     let out = t.exec(command, input)?;
     if out.status == 0 {
         Ok(out.stdout)
@@ -152,7 +151,7 @@ fn gist(text: &str) -> Option<String> {
 
 /// Runs a CLI script and fails if the switch printed an error: on EOS and Onyx every
 /// error line starts with `%`.
-fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, PushError> {
+pub(crate) fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, PushError> {
     let out = t.cli(script)?;
     let errors: Vec<&str> = out
         .stdout
@@ -177,18 +176,18 @@ fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, PushError> {
 }
 
 /// `hh:mm:ss`, as EOS writes timers.
-fn clock(duration: Duration) -> String {
+pub(crate) fn clock(duration: Duration) -> String {
     let s = duration.as_secs();
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Records what a driver sends; answers every command with `reply`.
     #[derive(Default)]
-    pub(super) struct Recorder {
+    pub(crate) struct Recorder {
         pub sent: Vec<String>,
         pub reply: Output,
     }

@@ -17,20 +17,21 @@
 //! running config in kbytes or mbytes is read as 1,024 or 1,048,576 bytes; segments
 //! and milliseconds depend on the platform, so they are kept as written and differ.
 
+pub(crate) mod push;
+mod render;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use ipnet::Ipv4Net;
-use serde::Serialize;
 
 use crate::items::{Change, Items};
 use crate::redact::shown;
 use crate::text::{
-    MAX_CLASS, MAX_DSCP, NextHop, NextHops, RouteLine, add_route, check_eight_queues,
-    default_class, dscps_by_class, number_list, parse_error, planned_routes, route_lines,
-    unexpressible, wanted,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, default_class,
+    number_list, parse_error, planned_routes, unexpressible,
 };
-use crate::{Driver, Error, SwitchIntent, templates};
+use crate::{Driver, Error, SwitchIntent};
 
 pub struct Eos;
 
@@ -71,7 +72,10 @@ pub struct EcnCurve {
 pub enum Threshold {
     Bytes(u64),
     /// Segments or milliseconds: no exact byte count.
-    Other(String),
+    Other {
+        amount: u64,
+        unit: String,
+    },
 }
 
 impl fmt::Display for Key {
@@ -115,7 +119,7 @@ impl fmt::Display for Threshold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Threshold::Bytes(b) => write!(f, "{b} bytes"),
-            Threshold::Other(text) => f.write_str(text),
+            Threshold::Other { amount, unit } => write!(f, "{amount} {unit}"),
         }
     }
 }
@@ -253,7 +257,7 @@ impl Driver for Eos {
         changes: &[Change<Key, Value>],
         full: bool,
     ) -> Result<String, Error> {
-        templates::render(intent, "eos/config.tera", &View::of(intent, changes, full))
+        render::layout(intent, changes, full)
     }
 }
 
@@ -418,138 +422,13 @@ fn threshold(number: &str, unit: &str) -> Option<Threshold> {
         "bytes" => 1,
         "kbytes" => 1 << 10,
         "mbytes" => 1 << 20,
-        "segments" | "milliseconds" => return Some(Threshold::Other(format!("{n} {unit}"))),
+        "segments" | "milliseconds" => {
+            return Some(Threshold::Other {
+                amount: n,
+                unit: unit.to_string(),
+            });
+        }
         _ => return None,
     };
     n.checked_mul(scale).map(Threshold::Bytes)
-}
-
-/// What the template lays out: a full configuration, or the commands for some changes.
-#[derive(Serialize)]
-struct View<'a> {
-    switch: &'a str,
-    /// A whole configuration (with a title), not a list of fixes.
-    full: bool,
-    dscp_maps: Vec<MapLine>,
-    class_queues: Vec<MapLine>,
-    profile: Option<ProfileView>,
-    interfaces: Vec<InterfaceLine>,
-    routes: Vec<RouteLine>,
-}
-
-#[derive(Serialize)]
-struct MapLine {
-    values: String,
-    target: u8,
-}
-
-#[derive(Serialize, Default)]
-struct ProfileView {
-    trust: Option<String>,
-    queues: Vec<QueueView>,
-}
-
-#[derive(Serialize)]
-struct QueueView {
-    queue: u8,
-    /// `strict`, `round-robin`, or unchanged.
-    priority: Option<&'static str>,
-    /// The curve to set, or `off` to remove it; unchanged if absent.
-    ecn: Option<String>,
-}
-
-#[derive(Serialize)]
-struct InterfaceLine {
-    name: String,
-    apply: bool,
-}
-
-impl<'a> View<'a> {
-    fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
-        let number = |key: fn(&Key) -> Option<u8>| {
-            let pairs = wanted(changes).filter_map(move |(k, v)| match v {
-                Value::Number(n) => key(k).map(|x| (x, *n)),
-                _ => None,
-            });
-            map_lines(dscps_by_class(pairs))
-        };
-        let dscp_maps = number(|k| match k {
-            Key::DscpClass(d) => Some(*d),
-            _ => None,
-        });
-        let class_queues = number(|k| match k {
-            Key::ClassQueue(t) => Some(*t),
-            _ => None,
-        });
-        let mut profile: Option<ProfileView> = None;
-        let mut queues: BTreeMap<u8, QueueView> = BTreeMap::new();
-        let mut interfaces = Vec::new();
-        let mut routes = Vec::new();
-        for change in changes {
-            match (change.key(), change.to()) {
-                (Key::ProfileTrust, Some(Value::Trust(t))) => {
-                    profile.get_or_insert_default().trust = Some(t.clone());
-                }
-                (Key::QueuePriority(q), Some(Value::Strict(strict))) => {
-                    queue_view(&mut queues, *q).priority =
-                        Some(if *strict { "strict" } else { "round-robin" });
-                }
-                (Key::QueueEcn(q), Some(Value::Ecn(c))) => {
-                    let line = format!(
-                        "minimum-threshold {} maximum-threshold {} max-mark-probability {}",
-                        c.min, c.max, c.probability
-                    );
-                    queue_view(&mut queues, *q).ecn = Some(line);
-                }
-                (Key::QueueEcn(q), None) => queue_view(&mut queues, *q).ecn = Some("off".into()),
-                (Key::ServiceProfile(port), to) => interfaces.push(InterfaceLine {
-                    name: port.clone(),
-                    apply: to.is_some(),
-                }),
-                (Key::Route(prefix), _) => {
-                    routes.extend(route_lines(
-                        *prefix,
-                        change.from().and_then(Value::hops),
-                        change.to().and_then(Value::hops),
-                    ));
-                }
-                _ => {}
-            }
-        }
-        if !queues.is_empty() {
-            // Highest queue first, as EOS lists them.
-            profile.get_or_insert_default().queues = queues.into_values().rev().collect();
-        }
-        View {
-            switch: &intent.name,
-            full,
-            dscp_maps,
-            class_queues,
-            profile,
-            interfaces,
-            routes,
-        }
-    }
-}
-
-fn queue_view(queues: &mut BTreeMap<u8, QueueView>, queue: u8) -> &mut QueueView {
-    queues.entry(queue).or_insert(QueueView {
-        queue,
-        priority: None,
-        ecn: None,
-    })
-}
-
-fn map_lines(groups: BTreeMap<u8, Vec<u8>>) -> Vec<MapLine> {
-    let mut lines = Vec::new();
-    for (target, values) in groups {
-        for chunk in values.chunks(MAX_VALUES_PER_MAP_LINE) {
-            let values: Vec<String> = chunk.iter().map(ToString::to_string).collect();
-            lines.push(MapLine {
-                values: values.join(" "),
-                target,
-            });
-        }
-    }
-    lines
 }

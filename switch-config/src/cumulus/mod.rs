@@ -23,19 +23,21 @@
 //! Units: bytes, exactly. Running configs may spell the thresholds
 //! `min-threshold-bytes`/`max-threshold-bytes` and list classes as `4,5,7` or `0-3`.
 
-use std::collections::{BTreeMap, BTreeSet};
+pub(crate) mod push;
+mod render;
+
+use std::collections::BTreeSet;
 use std::fmt;
 
 use ipnet::Ipv4Net;
-use serde::Serialize;
 
 use crate::items::{Change, Items};
 use crate::redact::shown;
 use crate::text::{
-    MAX_CLASS, MAX_DSCP, NextHop, NextHops, RouteLine, add_route, check_eight_queues,
-    default_class, number_list, parse_error, planned_routes, ranges, route_lines,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, default_class,
+    number_list, parse_error, planned_routes,
 };
-use crate::{Driver, Error, SwitchIntent, templates};
+use crate::{Driver, Error, SwitchIntent};
 
 pub struct Cumulus;
 
@@ -317,105 +319,6 @@ impl Driver for Cumulus {
         changes: &[Change<Key, Value>],
         full: bool,
     ) -> Result<String, Error> {
-        templates::render(
-            intent,
-            "cumulus/config.tera",
-            &View::of(intent, changes, full),
-        )
+        render::layout(intent, changes, full)
     }
-}
-
-#[derive(Serialize)]
-struct View<'a> {
-    switch: &'a str,
-    /// A whole configuration (with a title), not a list of fixes.
-    full: bool,
-    trust: Option<String>,
-    /// (DSCP values, switch priority).
-    dscp: Vec<(String, u8)>,
-    /// (switch priorities, traffic class).
-    priorities: Vec<(String, u8)>,
-    /// (traffic classes, mode).
-    schedulers: Vec<(String, String)>,
-    /// (traffic classes, attribute, value).
-    congestion: Vec<(String, &'static str, String)>,
-    /// Traffic classes whose congestion control goes.
-    congestion_off: Option<String>,
-    routes: Vec<RouteLine>,
-}
-
-impl<'a> View<'a> {
-    fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
-        let mut trust = None;
-        let mut dscp = Vec::new();
-        let mut priorities = Vec::new();
-        let mut schedulers = Vec::new();
-        let mut congestion = Vec::new();
-        let mut congestion_off = Vec::new();
-        let mut routes = Vec::new();
-        for change in changes {
-            match (change.key(), change.to()) {
-                (Key::Trust, Some(Value::Word(t))) => trust = Some(t.clone()),
-                (Key::DscpPriority(d), Some(Value::Number(p))) => dscp.push((*d, *p)),
-                (Key::PriorityClass(p), Some(Value::Number(t))) => priorities.push((*p, *t)),
-                (Key::Scheduler(q), Some(Value::Word(mode))) => schedulers.push((*q, mode.clone())),
-                (Key::Congestion(q), Some(Value::Congestion(c))) => {
-                    congestion.extend(c.attributes().into_iter().map(|a| (*q, a)));
-                }
-                (Key::Congestion(q), None) => congestion_off.push(*q),
-                (Key::Route(prefix), _) => {
-                    routes.extend(route_lines(
-                        *prefix,
-                        change.from().and_then(Value::hops),
-                        change.to().and_then(Value::hops),
-                    ));
-                }
-                _ => {}
-            }
-        }
-        View {
-            switch: &intent.name,
-            full,
-            trust,
-            dscp: grouped(dscp),
-            priorities: grouped(priorities),
-            schedulers: grouped(schedulers),
-            congestion: grouped(congestion)
-                .into_iter()
-                .map(|(classes, (_, _, name, value))| (classes, name, value))
-                .collect(),
-            congestion_off: (!congestion_off.is_empty()).then(|| ranges(&congestion_off).join(",")),
-            routes,
-        }
-    }
-}
-
-impl Congestion {
-    /// Each attribute that is set: (order, number to sort by, name, value).
-    fn attributes(&self) -> Vec<(u8, u64, &'static str, String)> {
-        let switch = |on: bool| if on { "enable" } else { "disable" }.to_string();
-        let number = |order, name, n: u64| (order, n, name, n.to_string());
-        [
-            self.min_threshold.map(|b| number(0, "min-threshold", b)),
-            self.max_threshold.map(|b| number(1, "max-threshold", b)),
-            self.probability.map(|p| number(2, "probability", p.into())),
-            self.ecn.map(|on| (3, 0, "ecn", switch(on))),
-            self.red.map(|on| (4, 0, "red", switch(on))),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
-    }
-}
-
-/// Keys that share a value, as one NVUE list (`0-7,9`) per value, in value order.
-fn grouped<V: Ord>(pairs: Vec<(u8, V)>) -> Vec<(String, V)> {
-    let mut groups: BTreeMap<V, Vec<u8>> = BTreeMap::new();
-    for (key, value) in pairs {
-        groups.entry(value).or_default().push(key);
-    }
-    groups
-        .into_iter()
-        .map(|(value, keys)| (ranges(&keys).join(","), value))
-        .collect()
 }

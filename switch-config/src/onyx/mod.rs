@@ -20,6 +20,9 @@
 //! write `K` or `M` after the number. Port ranges such as `ethernet 1/1-1/32` apply to
 //! each port of the plan inside them; a range is never expanded.
 
+pub(crate) mod push;
+mod render;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -27,16 +30,14 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use ipnet::Ipv4Net;
-use serde::Serialize;
 
 use crate::items::{Change, Items};
 use crate::redact::shown;
 use crate::text::{
-    MAX_CLASS, MAX_DSCP, NextHop, NextHops, RouteLine, add_route, check_eight_queues,
-    default_class, dscps_by_class, number_list, parse_error, planned_routes, ranges, route_lines,
-    unexpressible,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, default_class,
+    number_list, parse_error, planned_routes, unexpressible,
 };
-use crate::{Driver, Error, SwitchIntent, templates};
+use crate::{Driver, Error, SwitchIntent};
 
 pub struct Onyx;
 
@@ -293,7 +294,7 @@ impl Driver for Onyx {
         changes: &[Change<Key, Value>],
         full: bool,
     ) -> Result<String, Error> {
-        templates::render(intent, "onyx/config.tera", &View::of(intent, changes, full))
+        render::layout(intent, changes, full)
     }
 }
 
@@ -458,131 +459,6 @@ fn port_range(spec: &str) -> Result<(&str, RangeInclusive<u32>), String> {
         (Ok(start), Ok(end)) if slot == last_slot && start <= end => Ok((slot, start..=end)),
         _ => Err(malformed()),
     }
-}
-
-#[derive(Serialize)]
-struct View<'a> {
-    switch: &'a str,
-    /// A whole configuration (with a title), not a list of fixes.
-    full: bool,
-    ports: Vec<PortView>,
-    routes: Vec<RouteLine>,
-}
-
-/// Settings for one port, or a range of ports that share them.
-#[derive(Serialize)]
-struct PortView {
-    /// `1/5`, or `1/1-1/32` for a range.
-    cli: String,
-    #[serde(flatten)]
-    settings: PortSettings,
-}
-
-#[derive(Serialize, Default, PartialEq)]
-struct PortSettings {
-    trust: Option<String>,
-    dscp_maps: Vec<(String, u8)>,
-    bindings: Vec<(u8, String)>,
-    /// (queue, `strict` or `wrr W`) to set.
-    ets: Vec<(u8, String)>,
-    /// Queues going back to the default scheduling.
-    ets_default: Vec<u8>,
-    /// (queue, control, min KB, max KB) to set.
-    ecn: Vec<(u8, String, u64, u64)>,
-    ecn_off: Vec<u8>,
-}
-
-impl<'a> View<'a> {
-    fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
-        let mut ports: BTreeMap<&Port, PortSettings> = BTreeMap::new();
-        let mut dscps: BTreeMap<&Port, Vec<(u8, u8)>> = BTreeMap::new();
-        let mut routes = Vec::new();
-        for change in changes {
-            let port = match change.key() {
-                Key::Trust(p)
-                | Key::DscpPriority(p, _)
-                | Key::ClassBinding(p, _)
-                | Key::Ets(p, _)
-                | Key::Ecn(p, _) => p,
-                Key::Route(prefix) => {
-                    routes.extend(route_lines(
-                        *prefix,
-                        change.from().and_then(Value::hops),
-                        change.to().and_then(Value::hops),
-                    ));
-                    continue;
-                }
-            };
-            let view = ports.entry(port).or_default();
-            match (change.key(), change.to()) {
-                (Key::Trust(_), Some(Value::Trust(t))) => view.trust = Some(t.clone()),
-                (Key::DscpPriority(_, d), Some(Value::Number(sp))) => {
-                    dscps.entry(port).or_default().push((*d, *sp));
-                }
-                (Key::ClassBinding(_, class), Some(Value::Priorities(set))) if !set.is_empty() => {
-                    let list: Vec<String> = set.iter().map(ToString::to_string).collect();
-                    view.bindings.push((*class, list.join(" ")));
-                }
-                (Key::Ets(_, q), Some(Value::Ets(Ets::Default))) => view.ets_default.push(*q),
-                (Key::Ets(_, q), Some(ets @ Value::Ets(_))) => view.ets.push((*q, ets.to_string())),
-                (
-                    Key::Ecn(_, q),
-                    Some(Value::Ecn {
-                        control,
-                        min_kb,
-                        max_kb,
-                    }),
-                ) => {
-                    view.ecn.push((*q, control.clone(), *min_kb, *max_kb));
-                }
-                (Key::Ecn(_, q), None) => view.ecn_off.push(*q),
-                _ => {}
-            }
-        }
-        for (port, pairs) in dscps {
-            let view = ports
-                .get_mut(port)
-                .expect("every DSCP change has a port view");
-            for (target, values) in dscps_by_class(pairs.into_iter()) {
-                view.dscp_maps
-                    .extend(ranges(&values).into_iter().map(|r| (r, target)));
-            }
-        }
-        View {
-            switch: &intent.name,
-            full,
-            ports: port_ranges(ports),
-            routes,
-        }
-    }
-}
-
-/// Neighbouring ports of one module (`1/3` follows `1/2`) with the same settings,
-/// merged into ranges, as Onyx itself writes them.
-fn port_ranges(ports: BTreeMap<&Port, PortSettings>) -> Vec<PortView> {
-    let mut out: Vec<(String, u32, PortView)> = Vec::new();
-    for (port, settings) in ports {
-        let cli = cli_port(&port.name).unwrap_or_else(|| port.name.to_string());
-        let (module, number) = match cli
-            .rsplit_once('/')
-            .and_then(|(m, n)| Some((m, n.parse::<u32>().ok()?)))
-        {
-            Some((m, n)) => (m.to_string(), n),
-            None => (cli.clone(), 0),
-        };
-        if let Some((last_module, last_number, view)) = out.last_mut()
-            && *last_module == module
-            && *last_number + 1 == number
-            && view.settings == settings
-        {
-            let first = view.cli.split('-').next().unwrap_or_default().to_string();
-            view.cli = format!("{first}-{cli}");
-            *last_number = number;
-            continue;
-        }
-        out.push((module, number, PortView { cli, settings }));
-    }
-    out.into_iter().map(|(_, _, view)| view).collect()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Device, PushError, Transport, run};
+use crate::push::{Device, PushError, Transport, run};
 use crate::shell::ShellCommand;
 
 pub struct Sonic {
@@ -102,8 +102,8 @@ impl Device for Sonic {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::Recorder;
     use super::*;
+    use crate::push::tests::Recorder;
 
     #[test]
     fn names_reach_the_shell_as_single_words() {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Device, PushError, Transport, run};
+use crate::push::{Device, PushError, Transport, run};
 use crate::shell::ShellCommand;
 
 pub struct Cumulus;

@@ -1,0 +1,182 @@
+//! Arista EOS: laying changes out as configure-session lines (`templates/switch/eos/`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Key, MAX_VALUES_PER_MAP_LINE, Threshold, Value};
+use crate::items::Change;
+use crate::text::{RouteLine, dscps_by_class, route_lines, wanted};
+use crate::{Error, SwitchIntent, templates};
+
+/// The commands (or, when `full`, the whole configuration) for `changes`.
+pub(super) fn layout(
+    intent: &SwitchIntent,
+    changes: &[Change<Key, Value>],
+    full: bool,
+) -> Result<String, Error> {
+    templates::render(intent, "eos/config.tera", &View::of(intent, changes, full))
+}
+
+/// What the template lays out: a full configuration, or the commands for some changes.
+#[derive(Serialize)]
+struct View<'a> {
+    switch: &'a str,
+    /// A whole configuration (with a title), not a list of fixes.
+    full: bool,
+    dscp_maps: Vec<MapLine>,
+    class_queues: Vec<MapLine>,
+    profile: Option<ProfileView>,
+    interfaces: Vec<InterfaceLine>,
+    routes: Vec<RouteLine>,
+}
+
+#[derive(Serialize)]
+struct MapLine {
+    values: Vec<u8>,
+    target: u8,
+}
+
+#[derive(Serialize, Default)]
+struct ProfileView {
+    trust: Option<String>,
+    queues: Vec<QueueView>,
+}
+
+#[derive(Serialize)]
+struct QueueView {
+    queue: u8,
+    /// `strict`, `round-robin`, or unchanged.
+    priority: Option<&'static str>,
+    /// The curve to set, or to remove; unchanged if absent.
+    ecn: Option<EcnView>,
+}
+
+/// `random-detect ecn …` of a tx-queue, or its removal.
+#[derive(Serialize)]
+#[serde(tag = "set", rename_all = "lowercase")]
+enum EcnView {
+    On {
+        min: ThresholdView,
+        max: ThresholdView,
+        probability: u8,
+    },
+    Off,
+}
+
+/// A queue length: an amount and EOS's unit for it.
+#[derive(Serialize)]
+struct ThresholdView {
+    amount: u64,
+    unit: String,
+}
+
+impl From<&Threshold> for ThresholdView {
+    fn from(t: &Threshold) -> Self {
+        match t {
+            Threshold::Bytes(bytes) => ThresholdView {
+                amount: *bytes,
+                unit: "bytes".into(),
+            },
+            Threshold::Other { amount, unit } => ThresholdView {
+                amount: *amount,
+                unit: unit.clone(),
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct InterfaceLine {
+    name: String,
+    apply: bool,
+}
+
+impl<'a> View<'a> {
+    fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
+        let number = |key: fn(&Key) -> Option<u8>| {
+            let pairs = wanted(changes).filter_map(move |(k, v)| match v {
+                Value::Number(n) => key(k).map(|x| (x, *n)),
+                _ => None,
+            });
+            map_lines(dscps_by_class(pairs))
+        };
+        let dscp_maps = number(|k| match k {
+            Key::DscpClass(d) => Some(*d),
+            _ => None,
+        });
+        let class_queues = number(|k| match k {
+            Key::ClassQueue(t) => Some(*t),
+            _ => None,
+        });
+        let mut profile: Option<ProfileView> = None;
+        let mut queues: BTreeMap<u8, QueueView> = BTreeMap::new();
+        let mut interfaces = Vec::new();
+        let mut routes = Vec::new();
+        for change in changes {
+            match (change.key(), change.to()) {
+                (Key::ProfileTrust, Some(Value::Trust(t))) => {
+                    profile.get_or_insert_default().trust = Some(t.clone());
+                }
+                (Key::QueuePriority(q), Some(Value::Strict(strict))) => {
+                    queue_view(&mut queues, *q).priority =
+                        Some(if *strict { "strict" } else { "round-robin" });
+                }
+                (Key::QueueEcn(q), Some(Value::Ecn(c))) => {
+                    queue_view(&mut queues, *q).ecn = Some(EcnView::On {
+                        min: (&c.min).into(),
+                        max: (&c.max).into(),
+                        probability: c.probability,
+                    });
+                }
+                (Key::QueueEcn(q), None) => queue_view(&mut queues, *q).ecn = Some(EcnView::Off),
+                (Key::ServiceProfile(port), to) => interfaces.push(InterfaceLine {
+                    name: port.clone(),
+                    apply: to.is_some(),
+                }),
+                (Key::Route(prefix), _) => {
+                    routes.extend(route_lines(
+                        *prefix,
+                        change.from().and_then(Value::hops),
+                        change.to().and_then(Value::hops),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if !queues.is_empty() {
+            // Highest queue first, as EOS lists them.
+            profile.get_or_insert_default().queues = queues.into_values().rev().collect();
+        }
+        View {
+            switch: &intent.name,
+            full,
+            dscp_maps,
+            class_queues,
+            profile,
+            interfaces,
+            routes,
+        }
+    }
+}
+
+fn queue_view(queues: &mut BTreeMap<u8, QueueView>, queue: u8) -> &mut QueueView {
+    queues.entry(queue).or_insert(QueueView {
+        queue,
+        priority: None,
+        ecn: None,
+    })
+}
+
+fn map_lines(groups: BTreeMap<u8, Vec<u8>>) -> Vec<MapLine> {
+    let mut lines = Vec::new();
+    for (target, values) in groups {
+        for chunk in values.chunks(MAX_VALUES_PER_MAP_LINE) {
+            lines.push(MapLine {
+                values: chunk.to_vec(),
+                target,
+            });
+        }
+    }
+    lines
+}

@@ -12,7 +12,7 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 use switch_config::Vendor;
 
-use crate::plan::addressing::PathLayout;
+use crate::inventory::addressing::PathLayout;
 
 const TEMPLATE: &str = include_str!("../templates/inventory/fabric.yaml.tera");
 /// Hosts are numbered from .11 in a /24, so at most 243 fit behind one leaf.

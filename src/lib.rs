@@ -9,6 +9,7 @@ pub mod generate;
 pub mod hosts;
 pub mod interrupt;
 pub mod inventory;
+pub mod outcome;
 pub mod parallel;
 pub mod plan;
 pub mod playbook;

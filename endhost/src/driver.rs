@@ -63,6 +63,12 @@ pub enum Inbound {
     Shutdown,
 }
 
+impl From<Incoming> for Inbound {
+    fn from(incoming: Incoming) -> Self {
+        Inbound::Net(incoming)
+    }
+}
+
 /// An eventfd that wakes the datapath thread.
 #[derive(Debug)]
 pub struct Wake(OwnedFd);

@@ -66,10 +66,11 @@ pub enum MeshError {
 }
 
 /// Connects this rank to every other and starts the reader and writer tasks; frames
-/// and losses go to `incoming`, after which `wake` is called.
-pub async fn connect(
+/// and losses go to `incoming` (as whatever the receiver's messages are made from an
+/// [`Incoming`]), after which `wake` is called.
+pub async fn connect<T: From<Incoming> + Send + 'static>(
     config: &MeshConfig,
-    incoming: std::sync::mpsc::Sender<crate::driver::Inbound>,
+    incoming: std::sync::mpsc::Sender<T>,
     wake: impl Fn() + Clone + Send + Sync + 'static,
 ) -> Result<Mesh, MeshError> {
     let me = config.rank;
@@ -298,11 +299,11 @@ async fn write_frames(mut writer: OwnedWriteHalf, mut rx: UnboundedReceiver<Cont
     }
 }
 
-async fn read_frames(
+async fn read_frames<T: From<Incoming>>(
     mut reader: OwnedReadHalf,
     mut buf: Vec<u8>,
     peer: u16,
-    incoming: std::sync::mpsc::Sender<crate::driver::Inbound>,
+    incoming: std::sync::mpsc::Sender<T>,
     wake: impl Fn(),
 ) {
     let mut chunk = vec![0u8; 64 * 1024];
@@ -317,8 +318,10 @@ async fn read_frames(
         };
         if !frames.is_empty() {
             for message in frames {
-                let inbound = crate::driver::Inbound::Net(Incoming::Control { peer, message });
-                if incoming.send(inbound).is_err() {
+                if incoming
+                    .send(Incoming::Control { peer, message }.into())
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -333,14 +336,13 @@ async fn read_frames(
             Err(e) => break e.to_string(),
         }
     };
-    let _ = incoming.send(crate::driver::Inbound::Net(Incoming::Lost { peer, why }));
+    let _ = incoming.send(Incoming::Lost { peer, why }.into());
     wake();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::Inbound;
     use endhost_core::wire::MessageId;
 
     /// A peer that is already up sends its HELLO and its first frames in one write; the
@@ -384,7 +386,7 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
                 match rx.try_recv() {
-                    Ok(Inbound::Net(Incoming::Control { peer, message })) => {
+                    Ok(Incoming::Control { peer, message }) => {
                         assert_eq!((peer, message), (0, Control::Ready(id)));
                         break;
                     }
@@ -424,8 +426,8 @@ mod tests {
                 connect_timeout: Duration::from_secs(20),
                 tos: 0,
             };
-            let (tx0, _rx0) = std::sync::mpsc::channel();
-            let (tx1, _rx1) = std::sync::mpsc::channel();
+            let (tx0, _rx0) = std::sync::mpsc::channel::<Incoming>();
+            let (tx1, _rx1) = std::sync::mpsc::channel::<Incoming>();
             let (c0, c1) = (config(0), config(1));
             let rank0 = tokio::spawn(async move { connect(&c0, tx0, || {}).await });
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -455,7 +457,7 @@ mod tests {
                 tos: 0,
             };
             let listen = config.addresses[0];
-            let (tx, _rx) = std::sync::mpsc::channel();
+            let (tx, _rx) = std::sync::mpsc::channel::<Incoming>();
             let started = Instant::now();
             let setup = tokio::spawn(async move { connect(&config, tx, || {}).await });
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -13,7 +13,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(packet) = Packet::new_checked(data) {
-        let header = Header::parse(&packet);
+        let header = Header::parse(&packet).expect("a checked packet has a known kind");
         assert!(packet.total_len() <= data.len());
         assert_eq!(packet.payload().len(), usize::from(header.length));
     }

@@ -33,12 +33,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use switch_config::push::{self, Device, PushError};
+use switch_config::push::{Device, PushError};
 use switch_config::redact::clean;
 use switch_config::{ChangeLine, SwitchIntent, Vendor};
 
 use self::journal::Journal;
 use crate::interrupt;
+pub use crate::outcome::Status;
 use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
 use crate::ssh::{Session, SshOptions};
@@ -57,35 +58,6 @@ pub struct ApplyOptions {
     pub run_id: String,
     /// Where the per-switch lock files live (created when needed).
     pub lock_dir: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Already as planned; nothing was sent but reads.
-    Ok,
-    /// Changed and verified (with `--check`: would change).
-    Changed,
-    /// Reached, but the change could not be made; see the message for what the switch
-    /// runs now.
-    Failed,
-    /// No session could be opened; nothing was sent.
-    Unreachable,
-    /// The run was interrupted (SIGINT, SIGTERM) before this switch was changed, or
-    /// after, and the change was undone; the message says which.
-    Interrupted,
-}
-
-impl std::fmt::Display for Status {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Status::Ok => "ok",
-            Status::Changed => "changed",
-            Status::Failed => "failed",
-            Status::Unreachable => "unreachable",
-            Status::Interrupted => "interrupted",
-        })
-    }
 }
 
 /// What happened on one device.
@@ -245,7 +217,7 @@ pub fn apply_device(
             return result;
         }
     };
-    let mut device = push::driver(intent, &options.run_id);
+    let mut device = switch_config::driver(intent, &options.run_id);
     let mut change = Change {
         switch,
         options,
@@ -279,18 +251,52 @@ struct Change<'a> {
     before: String,
 }
 
-/// Where the flow stopped, and whether the switch may hold part of the change.
+/// Where the flow stopped — which says whether the switch may hold part of the change —
+/// and why.
 enum Failure {
-    /// Nothing was activated.
-    BeforeCommit(String),
-    /// The change was (maybe partly) active and must be rolled back.
-    AfterCommit(String),
     /// The candidate was never loaded; nothing to undo.
-    Read(String),
+    Read(Cause),
+    /// Nothing was activated.
+    BeforeCommit(Cause),
+    /// The change was (maybe partly) active and must be rolled back.
+    AfterCommit(Cause),
 }
 
-/// What a failure says when a signal stopped the flow.
-const INTERRUPTED: &str = "interrupted";
+/// Why one device's flow stopped.
+#[derive(Debug, thiserror::Error)]
+enum Cause {
+    #[error("cannot read the running configuration: {0}")]
+    Read(PushError),
+    #[error("{0}")]
+    Plan(switch_config::Error),
+    #[error("loading the change failed: {0}")]
+    Load(PushError),
+    #[error("the switch could not compare the change: {0}")]
+    Compare(PushError),
+    /// The switch took the candidate but sees nothing to change: it ignored it.
+    #[error("the switch reports no difference for the loaded change")]
+    Ignored,
+    #[error("commit failed: {0}")]
+    Commit(PushError),
+    #[error("cannot write the journal: {0}")]
+    Journal(std::io::Error),
+    #[error("cannot read back after commit: {0}")]
+    ReadBack(PushError),
+    #[error("cannot read back after commit: {0}")]
+    ReadBackPlan(switch_config::Error),
+    #[error(
+        "verify failed: {} item(s) still differ after commit ({}{})",
+        .0.len(),
+        .0.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        if .0.len() > 3 { "; …" } else { "" }
+    )]
+    Verify(Vec<ChangeLine>),
+    #[error("confirm failed: {0}")]
+    Confirm(PushError),
+    /// A signal asked the run to stop; `at` is the step it stopped before.
+    #[error("interrupted before {at}")]
+    Interrupted { at: &'static str },
+}
 
 impl Change<'_> {
     fn intent(&self) -> &SwitchIntent {
@@ -301,10 +307,10 @@ impl Change<'_> {
         let before = self
             .device
             .get_running(t)
-            .map_err(|e| Failure::Read(format!("cannot read the running configuration: {e}")))?;
+            .map_err(|e| Failure::Read(Cause::Read(e)))?;
         result.before_sha256 = Some(sha256(&before));
         let diff = switch_config::diff(self.intent(), Some(&before))
-            .map_err(|e| Failure::Read(e.to_string()))?;
+            .map_err(|e| Failure::Read(Cause::Plan(e)))?;
         self.before = before;
         result.changes = diff.changes;
         result.commands = diff.commands;
@@ -317,83 +323,62 @@ impl Change<'_> {
             return Ok(());
         }
         if interrupt::requested() {
-            return Err(Failure::Read(format!(
-                "{INTERRUPTED} before any change was sent"
-            )));
+            return Err(Failure::Read(Cause::Interrupted {
+                at: "any change was sent",
+            }));
         }
         self.stage(t, &result.commands)?;
         if interrupt::requested() {
-            return Err(Failure::BeforeCommit(format!(
-                "{INTERRUPTED} before commit"
-            )));
+            return Err(Failure::BeforeCommit(Cause::Interrupted { at: "commit" }));
         }
         self.device
             .commit(t, self.options.confirm_timeout)
-            .map_err(|e| Failure::AfterCommit(format!("commit failed: {e}")))?;
+            .map_err(|e| Failure::AfterCommit(Cause::Commit(e)))?;
         let pending = lock(self.journal).pending(
             &self.options.run_id,
             result,
             self.device.reverts_by_itself(),
             self.options.confirm_timeout,
         );
-        if let Err(e) = pending {
-            return Err(Failure::AfterCommit(format!(
-                "cannot write the journal: {e}"
-            )));
-        }
+        pending.map_err(|e| Failure::AfterCommit(Cause::Journal(e)))?;
         let after = self
             .device
             .get_running(t)
-            .map_err(|e| Failure::AfterCommit(format!("cannot read back after commit: {e}")))?;
+            .map_err(|e| Failure::AfterCommit(Cause::ReadBack(e)))?;
         let left = switch_config::diff(self.intent(), Some(&after))
-            .map_err(|e| Failure::AfterCommit(format!("cannot read back after commit: {e}")))?
+            .map_err(|e| Failure::AfterCommit(Cause::ReadBackPlan(e)))?
             .changes;
         if !left.is_empty() {
-            let lines: Vec<String> = left.iter().take(3).map(ToString::to_string).collect();
-            return Err(Failure::AfterCommit(format!(
-                "verify failed: {} item(s) still differ after commit ({}{})",
-                left.len(),
-                lines.join("; "),
-                if left.len() > 3 { "; …" } else { "" }
-            )));
+            return Err(Failure::AfterCommit(Cause::Verify(left)));
         }
         if interrupt::requested() {
-            return Err(Failure::AfterCommit(format!(
-                "{INTERRUPTED} before confirm"
-            )));
+            return Err(Failure::AfterCommit(Cause::Interrupted { at: "confirm" }));
         }
         self.device
             .confirm(t)
-            .map_err(|e| Failure::AfterCommit(format!("confirm failed: {e}")))?;
+            .map_err(|e| Failure::AfterCommit(Cause::Confirm(e)))?;
         result.after_sha256 = Some(sha256(&after));
         Ok(())
     }
 
     /// Loads the change and makes sure the switch sees it.
     fn stage(&mut self, t: &mut Session, commands: &str) -> Result<(), Failure> {
-        let staged = self
-            .device
+        self.device
             .load_candidate(t, commands, &self.before)
-            .map_err(|e| format!("loading the change failed: {e}"))
-            .and_then(|()| {
-                self.device
-                    .compare(t)
-                    .map_err(|e| format!("the switch could not compare the change: {e}"))
-            })
-            .and_then(|own_diff| {
-                if own_diff.trim().is_empty() {
-                    Err(PushError::Ignored.to_string())
-                } else {
-                    Ok(())
-                }
-            });
-        staged.map_err(Failure::BeforeCommit)
+            .map_err(|e| Failure::BeforeCommit(Cause::Load(e)))?;
+        let own_diff = self
+            .device
+            .compare(t)
+            .map_err(|e| Failure::BeforeCommit(Cause::Compare(e)))?;
+        if own_diff.trim().is_empty() {
+            return Err(Failure::BeforeCommit(Cause::Ignored));
+        }
+        Ok(())
     }
 
-    /// Undoes the commit and says what the switch runs now. A lost connection gets one
-    /// new session. Whatever the rollback reported, the switch is read again to tell.
     /// Undoes the commit and says what the switch runs now, and whether that is what it
-    /// ran before (read back to tell).
+    /// ran before. A lost connection gets one new session. Whatever the rollback
+    /// reported, the switch is read again to tell.
     fn roll_back(&mut self, t: &mut Session) -> (String, bool) {
         let mut attempt = self.device.rollback(t);
         if let Err(PushError::Transport(_)) = attempt {
@@ -454,15 +439,16 @@ impl Change<'_> {
 
 impl Failure {
     fn interrupted(&self) -> bool {
-        let (Failure::Read(why) | Failure::BeforeCommit(why) | Failure::AfterCommit(why)) = self;
-        why.starts_with(INTERRUPTED)
+        let (Failure::Read(cause) | Failure::BeforeCommit(cause) | Failure::AfterCommit(cause)) =
+            self;
+        matches!(cause, Cause::Interrupted { .. })
     }
 
     /// The failure, what was done about it, and whether nothing of the change is left
     /// active on the switch.
     fn describe(self, change: &mut Change<'_>, t: &mut Session) -> (String, bool) {
         match self {
-            Failure::Read(why) => (why, true),
+            Failure::Read(why) => (why.to_string(), true),
             Failure::BeforeCommit(why) => match change.device.discard(t) {
                 Ok(()) => (
                     format!("{why}; nothing was activated (candidate discarded)"),

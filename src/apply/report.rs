@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use super::{DeviceResult, Event, Status};
+pub use crate::outcome::Summary;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
@@ -27,32 +28,6 @@ pub struct Reporter {
     check: bool,
     bar: Option<ProgressBar>,
     in_flight: Vec<String>,
-}
-
-/// Counts of a finished run.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
-pub struct Summary {
-    pub ok: usize,
-    pub changed: usize,
-    pub failed: usize,
-    pub unreachable: usize,
-    pub interrupted: usize,
-}
-
-impl Summary {
-    pub fn of(results: &[DeviceResult]) -> Summary {
-        let mut s = Summary::default();
-        for r in results {
-            *match r.status {
-                Status::Ok => &mut s.ok,
-                Status::Changed => &mut s.changed,
-                Status::Failed => &mut s.failed,
-                Status::Unreachable => &mut s.unreachable,
-                Status::Interrupted => &mut s.interrupted,
-            } += 1;
-        }
-        s
-    }
 }
 
 impl Reporter {
@@ -138,11 +113,7 @@ impl Reporter {
         } else {
             "changed"
         };
-        let total = summary.ok
-            + summary.changed
-            + summary.failed
-            + summary.unreachable
-            + summary.interrupted;
+        let total = summary.total();
         let interrupted = if summary.interrupted > 0 {
             format!(", {} interrupted", summary.interrupted)
         } else {

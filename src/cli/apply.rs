@@ -121,7 +121,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     });
     let journal = journal.into_inner().unwrap_or_else(|e| e.into_inner());
     problems.extend(journal.failures().iter().cloned());
-    let summary = Summary::of(&results);
+    let summary = Summary::of(results.iter().map(|r| &r.status));
     reporter
         .finish(
             &summary,

@@ -60,7 +60,7 @@ pub fn host_line(json: bool, text: String, value: &impl Serialize) {
 pub fn host_summary(
     json: bool,
     what: &str,
-    summary: &hosts::HostSummary,
+    summary: &mltctl::outcome::Summary,
     seconds: f64,
 ) -> Result<(), Failure> {
     if json {
@@ -74,7 +74,7 @@ pub fn host_summary(
     hosts_outcome(summary)
 }
 
-pub fn hosts_outcome(summary: &hosts::HostSummary) -> Result<(), Failure> {
+pub fn hosts_outcome(summary: &mltctl::outcome::Summary) -> Result<(), Failure> {
     if summary.failed > 0 {
         Err(Failure::SwitchesFailed)
     } else if summary.unreachable > 0 {

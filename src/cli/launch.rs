@@ -71,7 +71,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     });
     for r in results
         .iter()
-        .filter(|r| r.status != hosts::HostStatus::Changed)
+        .filter(|r| r.status != mltctl::outcome::Status::Changed)
     {
         let message = r.message.as_deref().unwrap_or("");
         eprint!(
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             hosts::status_line(&r.host, &r.endpoint, r.status, message)
         );
     }
-    let summary = hosts::HostSummary::of(results.iter().map(|r| &r.status));
+    let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
     eprint!(
         "{}",
         hosts::summary_line("launch", &summary, started.elapsed().as_secs_f64())

@@ -39,6 +39,6 @@ pub fn run(args: Args) -> Result<(), Failure> {
             }
         },
     );
-    let summary = hosts::HostSummary::of(results.iter().map(|r| &r.status));
+    let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
     host_summary(args.json, "stop", &summary, started.elapsed().as_secs_f64())
 }

@@ -9,7 +9,7 @@ use endhost_core::host::{self as agent, Report};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::{HostStatus, Remote, endpoint, open, run, seconds_since};
+use super::{Remote, Status, endpoint, open, run, seconds_since};
 use crate::parallel::{self, Progress};
 use crate::plan::Plan;
 use crate::plan::hosts::network_plan;
@@ -42,7 +42,7 @@ impl Binary {
 pub struct HostResult {
     pub host: String,
     pub endpoint: String,
-    pub status: HostStatus,
+    pub status: Status,
     /// The binary was uploaded (check mode: would be).
     pub binary_uploaded: bool,
     /// The agent's own report.
@@ -71,7 +71,7 @@ pub fn bootstrap_host(plan: &Plan, rank: usize, binary: &Binary, options: &Optio
     let mut result = HostResult {
         host: plan.hosts[rank].name.clone(),
         endpoint: endpoint(plan, rank),
-        status: HostStatus::Failed,
+        status: Status::Failed,
         binary_uploaded: false,
         report: None,
         message: None,
@@ -79,12 +79,12 @@ pub fn bootstrap_host(plan: &Plan, rank: usize, binary: &Binary, options: &Optio
     };
     match open(plan, rank, &options.ssh) {
         Err(e) => {
-            result.status = HostStatus::Unreachable;
+            result.status = Status::Unreachable;
             result.message = Some(e);
         }
         Ok(mut session) => {
             if let Err(e) = configure(&mut session, plan, rank, binary, options, &mut result) {
-                result.status = HostStatus::Failed;
+                result.status = Status::Failed;
                 result.message = Some(e);
             }
         }
@@ -160,10 +160,10 @@ fn configure(
     }
     let report = outcome?;
     result.status = match report.status {
-        agent::Status::Failed => HostStatus::Failed,
-        agent::Status::Changed => HostStatus::Changed,
-        agent::Status::Ok if result.binary_uploaded => HostStatus::Changed,
-        agent::Status::Ok => HostStatus::Ok,
+        agent::Status::Failed => Status::Failed,
+        agent::Status::Changed => Status::Changed,
+        agent::Status::Ok if result.binary_uploaded => Status::Changed,
+        agent::Status::Ok => Status::Ok,
     };
     result.message = report.error.clone();
     result.report = Some(report);

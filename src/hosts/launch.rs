@@ -11,10 +11,10 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use endhost_core::config::DatapathKind;
-use endhost_core::daemon::Status;
+use endhost_core::daemon::Status as TransportStatus;
 use serde::Serialize;
 
-use super::{HostStatus, Remote, endpoint, env_file, environment, open, run, seconds_since};
+use super::{Remote, Status, endpoint, env_file, environment, open, run, seconds_since};
 use crate::parallel::{self, Progress};
 use crate::plan::Plan;
 use crate::plan::groups::{Contention, Pattern, Rack};
@@ -36,7 +36,7 @@ pub struct Options {
 pub struct HostResult {
     pub host: String,
     pub endpoint: String,
-    pub status: HostStatus,
+    pub status: Status,
     pub pid: Option<u32>,
     pub message: Option<String>,
     pub seconds: f64,
@@ -81,7 +81,7 @@ fn result(plan: &Plan, rank: usize) -> HostResult {
     HostResult {
         host: plan.hosts[rank].name.clone(),
         endpoint: endpoint(plan, rank),
-        status: HostStatus::Failed,
+        status: Status::Failed,
         pid: None,
         message: None,
         seconds: 0.0,
@@ -96,9 +96,9 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
     let remote = &options.remote;
     let name = &plan.hosts[rank].name;
     let outcome = open(plan, rank, &options.ssh)
-        .map_err(|e| (HostStatus::Unreachable, e))
+        .map_err(|e| (Status::Unreachable, e))
         .and_then(|mut session| {
-            let failed = |e: String| (HostStatus::Failed, e);
+            let failed = |e: String| (Status::Failed, e);
             let endhost = || ShellCommand::program(remote.binary());
             run(
                 &mut session,
@@ -144,7 +144,7 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
         });
     match outcome {
         Ok(pid) => {
-            out.status = HostStatus::Changed;
+            out.status = Status::Changed;
             out.pid = pid;
         }
         Err((status, message)) => {
@@ -158,7 +158,11 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
 
 /// Pass two on one host: wait until its transport answers; on failure, the end of its
 /// log says why.
-pub fn wait_host(plan: &Plan, rank: usize, options: &Options) -> (HostResult, Option<Status>) {
+pub fn wait_host(
+    plan: &Plan,
+    rank: usize,
+    options: &Options,
+) -> (HostResult, Option<TransportStatus>) {
     let started = Instant::now();
     let mut out = result(plan, rank);
     let remote = &options.remote;
@@ -174,7 +178,7 @@ pub fn wait_host(plan: &Plan, rank: usize, options: &Options) -> (HostResult, Op
             .arg(options.ready_timeout.as_secs().max(1).to_string())
             .code("--json");
         match run(&mut session, &command) {
-            Ok(stdout) => serde_json::from_str::<Status>(stdout.trim())
+            Ok(stdout) => serde_json::from_str::<TransportStatus>(stdout.trim())
                 .map_err(|e| format!("unexpected status reply ({e}): {stdout}")),
             Err(e) => {
                 let tail = ShellCommand::new("tail -n 5").arg(file("log"));
@@ -185,7 +189,7 @@ pub fn wait_host(plan: &Plan, rank: usize, options: &Options) -> (HostResult, Op
     });
     let status = match outcome {
         Ok(status) => {
-            out.status = HostStatus::Changed;
+            out.status = Status::Changed;
             out.pid = Some(status.pid);
             Some(status)
         }
@@ -220,7 +224,7 @@ pub fn launch(
     let started: Vec<(usize, usize)> = hosts
         .iter()
         .enumerate()
-        .filter(|&(slot, _)| results[slot].status == HostStatus::Changed)
+        .filter(|&(slot, _)| results[slot].status == Status::Changed)
         .map(|(slot, &rank)| (slot, rank))
         .collect();
     let mut pids = BTreeMap::new();
@@ -240,7 +244,7 @@ pub fn launch(
     }
     let missing: Vec<&str> = results
         .iter()
-        .filter(|r| r.status != HostStatus::Changed)
+        .filter(|r| r.status != Status::Changed)
         .map(|r| r.host.as_str())
         .collect();
     if missing.is_empty() {
@@ -255,14 +259,14 @@ pub fn launch(
     );
     for (&(slot, _), stop) in started.iter().zip(stopped) {
         let result = &mut results[slot];
-        let stopped = if stop.status == HostStatus::Changed {
+        let stopped = if stop.status == Status::Changed {
             "stopped again"
         } else {
             "it is no longer running"
         };
         match (result.status, stop.message) {
-            (HostStatus::Changed, None) => {
-                result.status = HostStatus::Ok;
+            (Status::Changed, None) => {
+                result.status = Status::Ok;
                 result.message = Some(format!("started, then {stopped}: {why}"));
             }
             (_, None) => {
@@ -270,7 +274,7 @@ pub fn launch(
                 result.message = Some(format!("{message}; {stopped}"));
             }
             (_, Some(e)) => {
-                result.status = HostStatus::Failed;
+                result.status = Status::Failed;
                 let message = result.message.take().unwrap_or_else(|| why.clone());
                 result.message = Some(format!("{message}; could not stop it again: {e}"));
             }
@@ -310,20 +314,20 @@ pub fn stop_host(plan: &Plan, rank: usize, ssh: &SshOptions, remote: &Remote) ->
     let mut out = result(plan, rank);
     let name = &plan.hosts[rank].name;
     let outcome = open(plan, rank, ssh)
-        .map_err(|e| (HostStatus::Unreachable, e))
+        .map_err(|e| (Status::Unreachable, e))
         .and_then(|mut session| {
             let command = ShellCommand::program(remote.binary())
                 .code("stop --pid-file")
                 .arg(remote.file(name, "pid"));
-            run(&mut session, &command).map_err(|e| (HostStatus::Failed, e))
+            run(&mut session, &command).map_err(|e| (Status::Failed, e))
         });
     match outcome {
         Ok(stdout) => match stdout.trim().strip_prefix("stopped ") {
             Some(pid) => {
-                out.status = HostStatus::Changed;
+                out.status = Status::Changed;
                 out.pid = pid.parse().ok();
             }
-            None => out.status = HostStatus::Ok,
+            None => out.status = Status::Ok,
         },
         Err((status, message)) => {
             out.status = status;

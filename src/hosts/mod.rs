@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use endhost_core::config::{Collective, DatapathKind};
-use serde::{Deserialize, Serialize};
 
 use switch_config::names::check_name;
 use switch_config::shell::{ShellCommand, quote};
 
+use crate::outcome::{Status, Summary};
 use crate::plan::Plan;
 use crate::ssh::{Session, SshOptions};
 
@@ -65,50 +65,6 @@ impl Remote {
     /// `DIR/HOST.SUFFIX`: network.json, transport.json, ipmac, env, pid, log, sock.
     pub fn file(&self, host: &str, suffix: &str) -> String {
         format!("{}/{host}.{suffix}", self.dir)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HostStatus {
-    Ok,
-    Changed,
-    Failed,
-    Unreachable,
-}
-
-impl std::fmt::Display for HostStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            HostStatus::Ok => "ok",
-            HostStatus::Changed => "changed",
-            HostStatus::Failed => "failed",
-            HostStatus::Unreachable => "unreachable",
-        })
-    }
-}
-
-/// Counts of a finished run over hosts.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
-pub struct HostSummary {
-    pub ok: usize,
-    pub changed: usize,
-    pub failed: usize,
-    pub unreachable: usize,
-}
-
-impl HostSummary {
-    pub fn of<'a>(statuses: impl IntoIterator<Item = &'a HostStatus>) -> HostSummary {
-        let mut s = HostSummary::default();
-        for status in statuses {
-            *match status {
-                HostStatus::Ok => &mut s.ok,
-                HostStatus::Changed => &mut s.changed,
-                HostStatus::Failed => &mut s.failed,
-                HostStatus::Unreachable => &mut s.unreachable,
-            } += 1;
-        }
-        s
     }
 }
 
@@ -209,7 +165,7 @@ fn seconds_since(started: Instant) -> f64 {
 }
 
 /// Text for one host's line in a run's output.
-pub fn status_line(host: &str, endpoint: &str, status: HostStatus, detail: &str) -> String {
+pub fn status_line(host: &str, endpoint: &str, status: Status, detail: &str) -> String {
     if detail.is_empty() {
         format!("{host} ({endpoint}): {status}\n")
     } else {
@@ -218,7 +174,7 @@ pub fn status_line(host: &str, endpoint: &str, status: HostStatus, detail: &str)
 }
 
 /// The summary line of a run over hosts.
-pub fn summary_line(what: &str, summary: &HostSummary, seconds: f64) -> String {
+pub fn summary_line(what: &str, summary: &Summary, seconds: f64) -> String {
     format!(
         "{what}: {} ok, {} changed, {} failed, {} unreachable in {seconds:.1} s\n",
         summary.ok, summary.changed, summary.failed, summary.unreachable

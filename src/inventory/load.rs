@@ -5,14 +5,15 @@ use std::num::IntErrorKind;
 use std::path::{Path, PathBuf};
 
 use marked_yaml::types::{MarkedMappingNode, MarkedSequenceNode};
-use marked_yaml::{Error as SerdeError, FromNodeError, LoaderOptions, Node, Span};
+use marked_yaml::{Error as SerdeError, FromNodeError, LoaderOptions, Node};
 use serde::de::DeserializeOwned;
 
 use endhost::input::{InputError, read_text};
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::Marker as YamlMarker;
 
-use super::{Inventory, raw, validate};
+use super::raw::{Item, Sections};
+use super::{Inventory, validate};
 use crate::diag::{Diagnostics, Reporter, start_of};
 
 /// The largest inventory (or file it names) read; a 2,048-host fabric is about 1 MB.
@@ -122,30 +123,6 @@ fn report_syntax_error(report: &mut Reporter, error: &marked_yaml::LoadError) {
         }
     };
     report.error_at(mark, message);
-}
-
-/// A list element that deserialized, with the span of its whole entry.
-pub struct Item<T> {
-    pub span: Span,
-    pub value: T,
-}
-
-/// The sections of an inventory as written, minus entries that failed to deserialize.
-#[derive(Default)]
-pub struct Sections {
-    pub fabric: Option<raw::Fabric>,
-    pub defaults: raw::Defaults,
-    pub racks: Vec<Item<raw::Rack>>,
-    pub switches: Vec<Item<raw::Switch>>,
-    pub hosts: Vec<Item<raw::Host>>,
-    pub links: Vec<Item<raw::Link>>,
-    pub training: Option<raw::Training>,
-    /// Names of racks, switches and hosts whose entries were malformed; references to
-    /// them are not reported again.
-    pub broken_names: HashSet<String>,
-    /// Kinds (`rack`, `switch`, `host`, `link`) with at least one malformed entry; checks
-    /// that need all entries of a kind stay quiet rather than report follow-on errors.
-    pub malformed: HashSet<&'static str>,
 }
 
 const SECTIONS: [&str; 7] = [

@@ -6,6 +6,7 @@
 //! to its rack's leaf, every pair of racks with hosts shares a spine, and the training
 //! profile fits every switch.
 
+pub mod addressing;
 mod layers;
 mod load;
 mod raw;
@@ -22,6 +23,10 @@ use serde::{Deserialize, Serialize};
 use switch_config::Vendor;
 
 pub use load::{LoadError, load, load_str};
+
+/// Thresholds are whole KiB, so every vendor can configure them exactly (Onyx takes
+/// KB): pinned ones must be, and the plan rounds computed ones to it.
+pub const THRESHOLD_UNIT: u64 = 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inventory {

@@ -4,7 +4,9 @@
 //! every one of them and report each problem, instead of serde stopping at the first.
 //! Numbers are read wide and range-checked later, for the same reason.
 
-use marked_yaml::Spanned;
+use std::collections::HashSet;
+
+use marked_yaml::{Span, Spanned};
 use serde::Deserialize;
 
 pub type Text = Spanned<String>;
@@ -203,4 +205,28 @@ pub struct Threshold {
     pub class: Spanned<u64>,
     pub mark_bytes: Spanned<u64>,
     pub limit_bytes: Spanned<u64>,
+}
+
+/// A list element that deserialized, with the span of its whole entry.
+pub struct Item<T> {
+    pub span: Span,
+    pub value: T,
+}
+
+/// The sections of an inventory as written, minus entries that failed to deserialize.
+#[derive(Default)]
+pub struct Sections {
+    pub fabric: Option<Fabric>,
+    pub defaults: Defaults,
+    pub racks: Vec<Item<Rack>>,
+    pub switches: Vec<Item<Switch>>,
+    pub hosts: Vec<Item<Host>>,
+    pub links: Vec<Item<Link>>,
+    pub training: Option<Training>,
+    /// Names of racks, switches and hosts whose entries were malformed; references to
+    /// them are not reported again.
+    pub broken_names: HashSet<String>,
+    /// Kinds (`rack`, `switch`, `host`, `link`) with at least one malformed entry; checks
+    /// that need all entries of a kind stay quiet rather than report follow-on errors.
+    pub malformed: HashSet<&'static str>,
 }

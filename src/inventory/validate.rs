@@ -20,15 +20,15 @@ use ipnet::Ipv4Net;
 use marked_yaml::{Span, Spanned};
 use switch_config::Vendor;
 
+use super::addressing::PathLayout;
 use super::layers::parse_layer_file;
-use super::load::{Item, Sections};
+use super::raw::{Item, Sections};
 use super::units::parse_speed_mbps;
 use super::{
     Downlink, Fabric, Host, Inventory, KeyRef, Layer, Mgmt, Nic, PinnedThreshold, Port, Rack, Role,
     Switch, ThresholdModel, Tolerance, Training, Uplink, gradient_classes, raw,
 };
 use crate::diag::{Reporter, start_of};
-use crate::plan::addressing::PathLayout;
 use switch_config::names::{check_name, check_port_name};
 use switch_config::redact::shown;
 

@@ -3,7 +3,6 @@
 //! [`Plan::build`] is a pure function of a validated [`Inventory`]. Rendering, pushing
 //! and the host agent consume it and never decide again what it decided.
 
-pub mod addressing;
 pub mod classes;
 pub mod explain;
 pub mod groups;
@@ -20,6 +19,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 use switch_config::{EcnThresholds, QosIntent, QueueIntent, Scheduler, SwitchIntent};
 
+use crate::inventory::THRESHOLD_UNIT;
 use crate::inventory::{Inventory, Mgmt, PinnedThreshold, Role, Tolerance};
 pub use classes::{GradientClass, QosPlan};
 pub use hosts::HostPlan;
@@ -294,11 +294,8 @@ fn threshold_profiles(
         .collect()
 }
 
-/// Thresholds are whole KiB, so every vendor can configure them exactly (Onyx takes
-/// KB); the predicted losses are for the unrounded room, so they are upper bounds.
-pub const THRESHOLD_UNIT: u64 = 1024;
-
-/// `bytes` rounded up to whole [`THRESHOLD_UNIT`]s.
+/// `bytes` rounded up to whole [`THRESHOLD_UNIT`]s; the predicted losses are for the
+/// unrounded room, so they are upper bounds.
 fn whole_units(bytes: f64) -> u64 {
     (bytes / THRESHOLD_UNIT as f64 - 1e-9).ceil().max(0.0) as u64 * THRESHOLD_UNIT
 }

@@ -15,8 +15,8 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use switch_config::{RouteKind, StaticRoute};
 
-use super::addressing::PathLayout;
 use crate::inventory::Inventory;
+use crate::inventory::addressing::PathLayout;
 
 /// The fabric's shape as routing sees it.
 pub struct Topology {

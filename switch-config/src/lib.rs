@@ -96,6 +96,17 @@ pub fn render(intent: &SwitchIntent) -> Result<String, Error> {
     per_vendor!(intent.vendor, with(intent))
 }
 
+/// The push driver for `intent`'s switch. `change_id` names the session, checkpoint or
+/// timer the change uses on the switch (letters, digits, `-` and `_`).
+pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn push::Device + 'a> {
+    match intent.vendor {
+        Vendor::Eos => Box::new(eos::push::Eos::new(change_id)),
+        Vendor::Onyx => Box::new(onyx::push::Onyx::new(intent)),
+        Vendor::Cumulus => Box::new(cumulus::push::Cumulus),
+        Vendor::Sonic => Box::new(sonic::push::Sonic::new(change_id, &intent.name)),
+    }
+}
+
 /// How a switch differs from its intent, and what would fix it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SwitchDiff {

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use crate::redact::clean;
 use crate::shell::ShellCommand;
-use crate::{SwitchIntent, Vendor};
 
 /// What a command printed, and how it ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,9 +42,6 @@ pub enum PushError {
     /// The switch refused a command.
     #[error("the switch rejected `{command}`: {message}")]
     Rejected { command: String, message: String },
-    /// The switch accepted the candidate but reports nothing to change.
-    #[error("the switch reports no difference for the loaded change")]
-    Ignored,
     /// The saved copy could not be turned back into commands.
     #[error(transparent)]
     Config(#[from] crate::Error),
@@ -85,17 +81,6 @@ pub trait Device {
     /// Whether an unconfirmed commit is undone by the switch itself when the revert
     /// timer runs out (false: only [`Device::rollback`] undoes it).
     fn reverts_by_itself(&self) -> bool;
-}
-
-/// The driver for `intent`'s switch. `change_id` names the session, checkpoint or
-/// timer the change uses on the switch (letters, digits, `-` and `_`).
-pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn Device + 'a> {
-    match intent.vendor {
-        Vendor::Eos => Box::new(crate::eos::push::Eos::new(change_id)),
-        Vendor::Onyx => Box::new(crate::onyx::push::Onyx::new(intent)),
-        Vendor::Cumulus => Box::new(crate::cumulus::push::Cumulus),
-        Vendor::Sonic => Box::new(crate::sonic::push::Sonic::new(change_id, &intent.name)),
-    }
 }
 
 /// Runs `command` and fails on a non-zero exit status.

@@ -275,9 +275,11 @@ pub struct Header {
 }
 
 impl Header {
-    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Header {
-        Header {
-            kind: packet.kind().expect("checked packets have a known kind"),
+    /// The header fields of `packet`; a kind it does not know is malformed (a packet
+    /// from `new_checked` never has one).
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Header, WireError> {
+        Ok(Header {
+            kind: packet.kind().ok_or(WireError::Malformed)?,
             flags: packet.flags(),
             rank: packet.rank(),
             job: packet.job(),
@@ -291,7 +293,7 @@ impl Header {
             length: packet.length(),
             offset: packet.offset(),
             timestamp: packet.timestamp(),
-        }
+        })
     }
 }
 
@@ -333,7 +335,7 @@ mod tests {
         let h = header();
         let bytes = emitted(&h);
         let packet = Packet::new_checked(&bytes[..]).unwrap();
-        assert_eq!(Header::parse(&packet), h);
+        assert_eq!(Header::parse(&packet), Ok(h));
         assert_eq!(packet.payload(), &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(&bytes[..4], &[0x4d, 0x4c, 1, 0x13]);
     }

@@ -18,7 +18,7 @@ use endhost_core::host::{Change, HostNetworkPlan, Report, Status, StepStatus, di
 pub const OWNER: u8 = 77;
 
 use self::dpdk::Sysfs;
-use self::netlink::Nic;
+use self::netlink::{NetlinkError, Nic};
 use crate::input::{InputError, MAX_FILE_BYTES, read_text};
 
 /// Why a host's network plan file could not be used.
@@ -83,7 +83,7 @@ pub async fn configure(plan: &HostNetworkPlan, check: bool, sysfs: &Sysfs) -> Re
     if report.network_skipped.is_none()
         && let Err(e) = configure_network(plan, check, &mut report).await
     {
-        report.error = Some(e);
+        report.error = Some(e.to_string());
         return report;
     }
     if let Some(prep) = &plan.dpdk {
@@ -109,22 +109,48 @@ pub async fn configure(plan: &HostNetworkPlan, check: bool, sysfs: &Sysfs) -> Re
     report
 }
 
+/// Why the network part of a run did not end as planned.
+#[derive(Debug, thiserror::Error)]
+enum NetworkError {
+    #[error(transparent)]
+    Netlink(#[from] NetlinkError),
+    /// Entries someone else configured contradict the plan; nothing was changed.
+    #[error("{} configured by someone else {} the plan; nothing was changed",
+        if *.0 == 1 { "1 entry".to_string() } else { format!("{} entries", .0) },
+        if *.0 == 1 { "contradicts" } else { "contradict" })]
+    Conflicts(usize),
+    /// A change failed; this run's earlier changes were undone (or not).
+    #[error("{source}; {}", undone(*.rolled_back))]
+    Apply {
+        source: NetlinkError,
+        rolled_back: bool,
+    },
+    /// Applied, but the kernel does not hold the plan when read back.
+    #[error("verify after applying: still differs: {left}; {}", undone(*.rolled_back))]
+    Verify { left: String, rolled_back: bool },
+}
+
+fn undone(rolled_back: bool) -> &'static str {
+    if rolled_back {
+        "every change of this run was undone"
+    } else {
+        "undoing this run's changes failed too: the host is partly changed"
+    }
+}
+
 async fn configure_network(
     plan: &HostNetworkPlan,
     check: bool,
     report: &mut Report,
-) -> Result<(), String> {
-    let nic = Nic::open(&plan.nic).await.map_err(|e| e.to_string())?;
-    let observed = nic.observe().await.map_err(|e| e.to_string())?;
+) -> Result<(), NetworkError> {
+    let nic = Nic::open(&plan.nic).await?;
+    let observed = nic.observe().await?;
     let changes = match diff(plan, &observed) {
         Ok(changes) => changes,
         Err(conflicts) => {
-            let message = match conflicts.len() {
-                1 => "1 entry configured by someone else contradicts the plan".to_string(),
-                n => format!("{n} entries configured by someone else contradict the plan"),
-            } + "; nothing was changed";
+            let count = conflicts.len();
             report.conflicts = conflicts;
-            return Err(message);
+            return Err(NetworkError::Conflicts(count));
         }
     };
     report.changes = changes.clone();
@@ -132,9 +158,12 @@ async fn configure_network(
         return Ok(());
     }
     for (done, &change) in changes.iter().enumerate() {
-        if let Err(e) = nic.apply(change).await {
+        if let Err(source) = nic.apply(change).await {
             report.rolled_back = undo(&nic, &changes[..done]).await;
-            return Err(rollback_message(e.to_string(), report.rolled_back));
+            return Err(NetworkError::Apply {
+                source,
+                rolled_back: report.rolled_back,
+            });
         }
     }
     let left = match nic.observe().await.map(|now| diff(plan, &now)) {
@@ -152,10 +181,10 @@ async fn configure_network(
         Err(e) => e.to_string(),
     };
     report.rolled_back = undo(&nic, &changes).await;
-    Err(rollback_message(
-        format!("verify after applying: still differs: {left}"),
-        report.rolled_back,
-    ))
+    Err(NetworkError::Verify {
+        left,
+        rolled_back: report.rolled_back,
+    })
 }
 
 /// Undoes `applied` in reverse order; true if every step was undone.
@@ -165,12 +194,4 @@ async fn undo(nic: &Nic, applied: &[Change]) -> bool {
         all &= nic.apply(change.inverse()).await.is_ok();
     }
     all
-}
-
-fn rollback_message(error: String, rolled_back: bool) -> String {
-    if rolled_back {
-        format!("{error}; every change of this run was undone")
-    } else {
-        format!("{error}; undoing this run's changes failed too: the host is partly changed")
-    }
 }

@@ -1,4 +1,8 @@
 //! Reading and changing the data NIC's kernel state over rtnetlink.
+//!
+//! Message types are netlink-packet-route's, named through `rtnetlink::packet_route`
+//! (rtnetlink re-exports the very version it speaks), so endhost does not depend on
+//! netlink-packet-route directly and the two can never disagree on a version.
 
 use std::net::{IpAddr, Ipv4Addr};
 

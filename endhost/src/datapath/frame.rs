@@ -6,6 +6,10 @@
 //! Headers are the kernel's for the same datagram: no IP options, DF set, TTL 64, the
 //! TOS byte (DSCP and ECN) as given; the payload is untouched, so a host on this
 //! datapath and one on kernel sockets exchange the same datagrams.
+//!
+//! Each header is a typed view over the frame's bytes (smoltcp's `wire` style, as
+//! `endhost_core::wire` is for our own header): `new_checked` checks the length once,
+//! after which every field accessor is in bounds.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::Range;
@@ -30,6 +34,213 @@ pub struct Addresses {
     pub dst_mac: MacAddr,
     pub src: SocketAddrV4,
     pub dst: SocketAddrV4,
+}
+
+fn be16(bytes: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([bytes[at], bytes[at + 1]])
+}
+
+fn set_be16(bytes: &mut [u8], at: usize, value: u16) {
+    bytes[at..at + 2].copy_from_slice(&value.to_be_bytes());
+}
+
+/// An Ethernet II header and what follows it.
+pub struct EthernetFrame<T>(T);
+
+impl<T: AsRef<[u8]>> EthernetFrame<T> {
+    const DST: Range<usize> = 0..6;
+    const SRC: Range<usize> = 6..12;
+    const ETHERTYPE: usize = 12;
+
+    pub fn new_checked(buffer: T) -> Result<Self, Rejected> {
+        if buffer.as_ref().len() < ETHERNET_LEN {
+            return Err(Rejected::NotIpv4);
+        }
+        Ok(EthernetFrame(buffer))
+    }
+
+    pub fn dst(&self) -> MacAddr {
+        let mut mac = [0; 6];
+        mac.copy_from_slice(&self.0.as_ref()[Self::DST]);
+        MacAddr(mac)
+    }
+
+    pub fn ethertype(&self) -> u16 {
+        be16(self.0.as_ref(), Self::ETHERTYPE)
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.0.as_ref()[ETHERNET_LEN..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    pub fn set(&mut self, dst: MacAddr, src: MacAddr, ethertype: u16) {
+        let bytes = self.0.as_mut();
+        bytes[Self::DST].copy_from_slice(&dst.0);
+        bytes[Self::SRC].copy_from_slice(&src.0);
+        set_be16(bytes, Self::ETHERTYPE, ethertype);
+    }
+
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.0.as_mut()[ETHERNET_LEN..]
+    }
+}
+
+/// An IPv4 header (its length checked against the buffer) and what follows it.
+pub struct Ipv4Packet<T>(T);
+
+impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    const TOS: usize = 1;
+    const TOTAL_LEN: usize = 2;
+    const FLAGS_FRAGMENT: usize = 6;
+    const TTL: usize = 8;
+    const PROTOCOL: usize = 9;
+    const CHECKSUM: usize = 10;
+    const SRC: Range<usize> = 12..16;
+    const DST: Range<usize> = 16..20;
+
+    /// A view of an IPv4 header whose header and total lengths fit `buffer`.
+    pub fn new_checked(buffer: T) -> Result<Self, Rejected> {
+        let bytes = buffer.as_ref();
+        if bytes.len() < IPV4_LEN || bytes[0] >> 4 != 4 {
+            return Err(Rejected::NotIpv4);
+        }
+        let packet = Ipv4Packet(buffer);
+        let (header, total) = (packet.header_len(), packet.total_len());
+        if header < IPV4_LEN || total < header || total > packet.0.as_ref().len() {
+            return Err(Rejected::Truncated);
+        }
+        Ok(packet)
+    }
+
+    pub fn header_len(&self) -> usize {
+        usize::from(self.0.as_ref()[0] & 0x0f) * 4
+    }
+
+    pub fn total_len(&self) -> usize {
+        usize::from(be16(self.0.as_ref(), Self::TOTAL_LEN))
+    }
+
+    pub fn tos(&self) -> u8 {
+        self.0.as_ref()[Self::TOS]
+    }
+
+    pub fn protocol(&self) -> u8 {
+        self.0.as_ref()[Self::PROTOCOL]
+    }
+
+    /// More fragments follow, or this is not the first: part of a larger datagram.
+    pub fn is_fragment(&self) -> bool {
+        be16(self.0.as_ref(), Self::FLAGS_FRAGMENT) & 0x3fff != 0
+    }
+
+    pub fn checksum_ok(&self) -> bool {
+        fold(sum_words(&self.0.as_ref()[..self.header_len()], 0)) == 0xffff
+    }
+
+    pub fn src(&self) -> Ipv4Addr {
+        let b = &self.0.as_ref()[Self::SRC];
+        Ipv4Addr::new(b[0], b[1], b[2], b[3])
+    }
+
+    pub fn dst(&self) -> Ipv4Addr {
+        let b = &self.0.as_ref()[Self::DST];
+        Ipv4Addr::new(b[0], b[1], b[2], b[3])
+    }
+
+    /// The bytes after the header, up to the total length (Ethernet padding cut off).
+    pub fn payload(&self) -> &[u8] {
+        &self.0.as_ref()[self.header_len()..self.total_len()]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    /// Writes an option-less, unfragmentable header for `payload_len` bytes of UDP,
+    /// checksum included. The buffer must hold at least [`IPV4_LEN`] bytes.
+    pub fn emit(buffer: T, tos: u8, src: Ipv4Addr, dst: Ipv4Addr, payload_len: usize) -> Self {
+        let mut packet = Ipv4Packet(buffer);
+        let ip = &mut packet.0.as_mut()[..IPV4_LEN];
+        ip[0] = 0x45;
+        ip[Self::TOS] = tos;
+        set_be16(ip, Self::TOTAL_LEN, (IPV4_LEN + payload_len) as u16);
+        // A DF datagram needs no identification (RFC 6864).
+        set_be16(ip, 4, 0);
+        set_be16(ip, Self::FLAGS_FRAGMENT, DONT_FRAGMENT);
+        ip[Self::TTL] = TTL;
+        ip[Self::PROTOCOL] = PROTOCOL_UDP;
+        set_be16(ip, Self::CHECKSUM, 0);
+        ip[Self::SRC].copy_from_slice(&src.octets());
+        ip[Self::DST].copy_from_slice(&dst.octets());
+        let checksum = !fold(sum_words(ip, 0));
+        set_be16(ip, Self::CHECKSUM, checksum);
+        packet
+    }
+}
+
+/// A UDP header (its length checked against the buffer) and its payload.
+pub struct UdpDatagram<T>(T);
+
+impl<T: AsRef<[u8]>> UdpDatagram<T> {
+    const SRC_PORT: usize = 0;
+    const DST_PORT: usize = 2;
+    const LENGTH: usize = 4;
+    const CHECKSUM: usize = 6;
+
+    /// A view of a UDP datagram whose length field fits `buffer`.
+    pub fn new_checked(buffer: T) -> Result<Self, Rejected> {
+        let bytes = buffer.as_ref();
+        if bytes.len() < UDP_LEN {
+            return Err(Rejected::Truncated);
+        }
+        let len = usize::from(be16(bytes, Self::LENGTH));
+        if len < UDP_LEN || len > bytes.len() {
+            return Err(Rejected::Truncated);
+        }
+        Ok(UdpDatagram(buffer))
+    }
+
+    /// The length field: header and payload, in bytes.
+    pub fn length(&self) -> usize {
+        usize::from(be16(self.0.as_ref(), Self::LENGTH))
+    }
+
+    pub fn src_port(&self) -> u16 {
+        be16(self.0.as_ref(), Self::SRC_PORT)
+    }
+
+    pub fn dst_port(&self) -> u16 {
+        be16(self.0.as_ref(), Self::DST_PORT)
+    }
+
+    /// Whether the checksum verifies (a zero checksum means none was sent).
+    pub fn checksum_ok(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
+        let udp = &self.0.as_ref()[..self.length()];
+        udp[Self::CHECKSUM..Self::CHECKSUM + 2] == [0, 0]
+            || fold(sum_words(udp, pseudo_header(src, dst, udp.len()))) == 0xffff
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpDatagram<T> {
+    /// Writes the header for the payload that fills the rest of the buffer, checksum
+    /// over the payload included.
+    pub fn emit(buffer: T, src: SocketAddrV4, dst: SocketAddrV4) -> Self {
+        let mut datagram = UdpDatagram(buffer);
+        let udp = datagram.0.as_mut();
+        let len = udp.len();
+        set_be16(udp, Self::SRC_PORT, src.port());
+        set_be16(udp, Self::DST_PORT, dst.port());
+        set_be16(udp, Self::LENGTH, len as u16);
+        set_be16(udp, Self::CHECKSUM, 0);
+        let sum = sum_words(udp, pseudo_header(*src.ip(), *dst.ip(), len));
+        // A computed zero is sent as all ones: zero means "no checksum" (RFC 768).
+        let checksum = match !fold(sum) {
+            0 => 0xffff,
+            c => c,
+        };
+        set_be16(udp, Self::CHECKSUM, checksum);
+        datagram
+    }
 }
 
 /// One's-complement sum of `data` as 16-bit big-endian words, added to `sum`.
@@ -62,42 +273,12 @@ fn pseudo_header(src: Ipv4Addr, dst: Ipv4Addr, udp_len: usize) -> u32 {
 /// payload that fills the rest of `frame`, checksums included. `frame` must be at
 /// least [`HEADERS_LEN`] long and at most 65,535 − Ethernet bytes.
 pub fn write_headers(frame: &mut [u8], addresses: &Addresses, tos: u8) {
-    let ip_len = frame.len() - ETHERNET_LEN;
-    let udp_len = ip_len - IPV4_LEN;
-    let (ethernet, rest) = frame.split_at_mut(ETHERNET_LEN);
-    ethernet[0..6].copy_from_slice(&addresses.dst_mac.0);
-    ethernet[6..12].copy_from_slice(&addresses.src_mac.0);
-    ethernet[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-
-    let (ip, udp) = rest.split_at_mut(IPV4_LEN);
-    ip[0] = 0x45;
-    ip[1] = tos;
-    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    // A DF datagram needs no identification (RFC 6864).
-    ip[4..6].copy_from_slice(&[0, 0]);
-    ip[6..8].copy_from_slice(&DONT_FRAGMENT.to_be_bytes());
-    ip[8] = TTL;
-    ip[9] = PROTOCOL_UDP;
-    ip[10..12].copy_from_slice(&[0, 0]);
-    ip[12..16].copy_from_slice(&addresses.src.ip().octets());
-    ip[16..20].copy_from_slice(&addresses.dst.ip().octets());
-    let ip_checksum = !fold(sum_words(ip, 0));
-    ip[10..12].copy_from_slice(&ip_checksum.to_be_bytes());
-
-    udp[0..2].copy_from_slice(&addresses.src.port().to_be_bytes());
-    udp[2..4].copy_from_slice(&addresses.dst.port().to_be_bytes());
-    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    udp[6..8].copy_from_slice(&[0, 0]);
-    let sum = sum_words(
-        udp,
-        pseudo_header(*addresses.src.ip(), *addresses.dst.ip(), udp_len),
-    );
-    // A computed zero is sent as all ones: zero means "no checksum" (RFC 768).
-    let udp_checksum = match !fold(sum) {
-        0 => 0xffff,
-        c => c,
-    };
-    udp[6..8].copy_from_slice(&udp_checksum.to_be_bytes());
+    let mut ethernet = EthernetFrame(&mut *frame);
+    ethernet.set(addresses.dst_mac, addresses.src_mac, ETHERTYPE_IPV4);
+    let (ip, udp) = ethernet.payload_mut().split_at_mut(IPV4_LEN);
+    let (src, dst) = (addresses.src, addresses.dst);
+    Ipv4Packet::emit(ip, tos, *src.ip(), *dst.ip(), udp.len());
+    UdpDatagram::emit(udp, src, dst);
 }
 
 /// Why a received frame is not a UDP datagram for us to deliver.
@@ -151,52 +332,32 @@ pub struct Datagram {
 /// UDP, consistent lengths (Ethernet padding allowed), valid checksums (a UDP
 /// checksum of zero means none was sent).
 pub fn parse(frame: &[u8]) -> Result<Datagram, Rejected> {
-    if frame.len() < ETHERNET_LEN || u16::from_be_bytes([frame[12], frame[13]]) != ETHERTYPE_IPV4 {
+    let ethernet = EthernetFrame::new_checked(frame)?;
+    if ethernet.ethertype() != ETHERTYPE_IPV4 {
         return Err(Rejected::NotIpv4);
     }
-    let ip = &frame[ETHERNET_LEN..];
-    if ip.len() < IPV4_LEN || ip[0] >> 4 != 4 {
-        return Err(Rejected::NotIpv4);
-    }
-    let header_len = usize::from(ip[0] & 0x0f) * 4;
-    let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if header_len < IPV4_LEN || total_len < header_len || total_len > ip.len() {
-        return Err(Rejected::Truncated);
-    }
-    if ip[9] != PROTOCOL_UDP {
+    let ip = Ipv4Packet::new_checked(ethernet.payload())?;
+    if ip.protocol() != PROTOCOL_UDP {
         return Err(Rejected::NotUdp);
     }
-    // More fragments, or a fragment offset: part of a larger datagram.
-    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+    if ip.is_fragment() {
         return Err(Rejected::Fragment);
     }
-    if fold(sum_words(&ip[..header_len], 0)) != 0xffff {
+    if !ip.checksum_ok() {
         return Err(Rejected::BadIpChecksum);
     }
-    let src_ip = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    let dst_ip = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-    let udp = &ip[header_len..total_len];
-    if udp.len() < UDP_LEN {
-        return Err(Rejected::Truncated);
-    }
-    let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
-    if udp_len < UDP_LEN || udp_len > udp.len() {
-        return Err(Rejected::Truncated);
-    }
-    let udp = &udp[..udp_len];
-    if udp[6..8] != [0, 0] && fold(sum_words(udp, pseudo_header(src_ip, dst_ip, udp_len))) != 0xffff
-    {
+    let (src, dst) = (ip.src(), ip.dst());
+    let udp = UdpDatagram::new_checked(ip.payload())?;
+    if !udp.checksum_ok(src, dst) {
         return Err(Rejected::BadUdpChecksum);
     }
-    let start = ETHERNET_LEN + header_len + UDP_LEN;
-    let mut dst_mac = [0; 6];
-    dst_mac.copy_from_slice(&frame[0..6]);
+    let start = ETHERNET_LEN + ip.header_len() + UDP_LEN;
     Ok(Datagram {
-        dst_mac: MacAddr(dst_mac),
-        src: SocketAddrV4::new(src_ip, u16::from_be_bytes([udp[0], udp[1]])),
-        dst: SocketAddrV4::new(dst_ip, u16::from_be_bytes([udp[2], udp[3]])),
-        tos: ip[1],
-        payload: start..start + udp_len - UDP_LEN,
+        dst_mac: ethernet.dst(),
+        src: SocketAddrV4::new(src, udp.src_port()),
+        dst: SocketAddrV4::new(dst, udp.dst_port()),
+        tos: ip.tos(),
+        payload: start..start + udp.length() - UDP_LEN,
     })
 }
 

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use endhost::input::{InputError, read_text};
 
 use super::*;
+use crate::inventory::THRESHOLD_UNIT;
 use crate::inventory::load::MAX_INPUT_BYTES;
-use crate::plan::THRESHOLD_UNIT;
 
 /// The most parameters one layer may have (a trillion), and a whole model (2^50): the
 /// plan counts bytes in u64 and shares in f64, exact below 2^53.

@@ -449,7 +449,10 @@ impl Endpoint {
             self.counters.dropped.unknown_rank += 1;
             return;
         }
-        let header = Header::parse(&packet);
+        let header = match Header::parse(&packet) {
+            Ok(header) => header,
+            Err(e) => return self.counters.dropped.wire(e),
+        };
         match header.kind {
             Kind::Ack => self.on_ack(now, peer, &header),
             Kind::Data => self.on_data(now, peer, &header, packet.payload()),

@@ -1,4 +1,5 @@
-//! Path addresses (MLT §4.2.1 source routing, XPath style).
+//! Path addresses (MLT §4.2.1 source routing, XPath style): how `fabric.path_pool` is
+//! carved. Validation checks that the pool holds the layout; the plan assigns from it.
 //!
 //! Every host owns one address per spine its rack reaches. The pool is cut into one
 //! equal, aligned part per spine; each part into one block per rack; each block holds

@@ -1,0 +1,249 @@
+//! The house, checked: data flows one way, no module cycles, the sans-IO core has no
+//! I/O, and `main.rs` files only parse and dispatch.
+//!
+//! Modules are read from the source text: a file's `crate::a::b` and `super::…` paths
+//! name the modules it uses (test modules left out). Between siblings — two modules
+//! with the same parent — uses must not go round in a circle; a module may use its own
+//! ancestors and descendants (Rust's `mod` tree is that way by nature).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use common::fixture;
+
+type ModulePath = Vec<String>;
+
+/// Every module of a crate rooted at `root` (its `src/`), with its file's text.
+fn modules(root: &Path) -> BTreeMap<ModulePath, String> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(root).unwrap().with_extension("");
+            let mut module: ModulePath = relative
+                .iter()
+                .map(|p| p.to_string_lossy().to_string())
+                .collect();
+            if ["mod", "lib", "main"].contains(&module.last().unwrap().as_str()) {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.insert(module, without_tests_and_comments(&text));
+        }
+    }
+    out
+}
+
+/// `text` before its test module, without `//` comments.
+fn without_tests_and_comments(text: &str) -> String {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    code.lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The longest prefix of `path` that is a module.
+fn resolve(path: &[String], modules: &BTreeMap<ModulePath, String>) -> ModulePath {
+    (0..=path.len())
+        .rev()
+        .map(|k| path[..k].to_vec())
+        .find(|p| modules.contains_key(p))
+        .unwrap_or_default()
+}
+
+/// The paths after each `crate::` or run of `super::` in `text`, relative to `module`.
+fn uses(module: &ModulePath, text: &str) -> Vec<ModulePath> {
+    let mut found = Vec::new();
+    let words = |tail: &str| -> Vec<String> {
+        tail.split("::")
+            .map(|w| {
+                w.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect::<String>()
+            })
+            .take_while(|w| !w.is_empty() && w.chars().all(|c| !c.is_ascii_uppercase()))
+            .collect()
+    };
+    for (at, _) in text.match_indices("crate::") {
+        found.push(words(&text[at + 7..]));
+    }
+    let mut rest = text;
+    while let Some(at) = rest.find("super::") {
+        let tail = &rest[at..];
+        let ups = tail
+            .as_bytes()
+            .chunks(7)
+            .take_while(|c| *c == b"super::")
+            .count();
+        let base = &module[..module.len().saturating_sub(ups)];
+        let mut path = base.to_vec();
+        path.extend(words(&tail[ups * 7..]));
+        found.push(path);
+        rest = &tail[ups * 7..];
+    }
+    found
+}
+
+/// Cycles among siblings, as `scope: a -> b -> … -> a`.
+fn sibling_cycles(src: &Path) -> Vec<String> {
+    let modules = modules(src);
+    // scope (the common parent) -> sibling -> siblings it uses
+    let mut graph: BTreeMap<ModulePath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (module, text) in &modules {
+        for used in uses(module, text) {
+            let target = resolve(&used, &modules);
+            let common = module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common == module.len() || common == target.len() {
+                continue; // an ancestor or a descendant
+            }
+            graph
+                .entry(module[..common].to_vec())
+                .or_default()
+                .entry(module[common].clone())
+                .or_default()
+                .insert(target[common].clone());
+        }
+    }
+    let mut cycles = Vec::new();
+    for (scope, edges) in &graph {
+        for start in edges.keys() {
+            // Depth-first from `start`, looking for a way back to it.
+            let mut stack = vec![(start.clone(), vec![start.clone()])];
+            let mut seen = BTreeSet::new();
+            while let Some((node, trail)) = stack.pop() {
+                for next in edges.get(&node).into_iter().flatten() {
+                    if next == start {
+                        let mut trail = trail.clone();
+                        trail.push(next.clone());
+                        cycles.push(format!("{}: {}", scope.join("::"), trail.join(" -> ")));
+                    } else if seen.insert(next.clone()) {
+                        let mut trail = trail.clone();
+                        trail.push(next.clone());
+                        stack.push((next.clone(), trail));
+                    }
+                }
+            }
+        }
+    }
+    cycles
+}
+
+const CRATES: [&str; 4] = [
+    "src",
+    "switch-config/src",
+    "endhost/src",
+    "endhost/core/src",
+];
+
+#[test]
+fn no_module_uses_go_round_in_a_circle() {
+    for src in CRATES {
+        let cycles = sibling_cycles(&fixture(src));
+        assert!(cycles.is_empty(), "{src}: {cycles:#?}");
+    }
+}
+
+#[test]
+fn the_inventory_never_reads_the_plan() {
+    let inventory = fixture("src/inventory");
+    let modules = modules(&fixture("src"));
+    for (module, text) in &modules {
+        if module.first().is_some_and(|m| m == "inventory") {
+            for used in uses(module, text) {
+                assert_ne!(
+                    used.first().map(String::as_str),
+                    Some("plan"),
+                    "{}: inventory::{} uses the plan",
+                    inventory.display(),
+                    module.join("::")
+                );
+            }
+        }
+    }
+}
+
+/// endhost-core is sans-IO: only data dependencies, and no I/O API in its source.
+#[test]
+fn the_core_has_no_io() {
+    let manifest = std::fs::read_to_string(fixture("endhost/core/Cargo.toml")).unwrap();
+    let dependencies: Vec<&str> = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .unwrap()
+        .split("\n[")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(['=', '.']).next())
+        .map(str::trim)
+        .filter(|d| !d.is_empty() && !d.starts_with('#'))
+        .collect();
+    assert_eq!(dependencies, ["ipnet", "serde", "thiserror"]);
+    let forbidden = [
+        "std::fs",
+        "std::net::TcpStream",
+        "std::net::TcpListener",
+        "std::net::UdpSocket",
+        "std::process",
+        "std::thread",
+        "std::io::stdin",
+        "std::time::Instant",
+        "SystemTime",
+        "libc::",
+        "tokio",
+    ];
+    for (module, text) in modules(&fixture("endhost/core/src")) {
+        for api in forbidden {
+            assert!(
+                !text.contains(api),
+                "endhost-core::{} uses {api}",
+                module.join("::")
+            );
+        }
+    }
+}
+
+/// `main.rs` parses the command line and dispatches; commands live in `cli/`.
+#[test]
+fn main_files_only_dispatch() {
+    for main in ["src/main.rs", "endhost/src/main.rs"] {
+        let lines = std::fs::read_to_string(fixture(main))
+            .unwrap()
+            .lines()
+            .count();
+        assert!(lines < 200, "{main} has {lines} lines");
+    }
+    let commands: Vec<PathBuf> = std::fs::read_dir(fixture("src/cli"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(commands.len() > 10, "{commands:?}");
+}
+
+#[test]
+fn the_checks_see_a_planted_cycle() {
+    let dir = std::env::temp_dir().join(format!("mltctl-arch-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::write(dir.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(dir.join("a/mod.rs"), "mod x;\n").unwrap();
+    std::fs::write(dir.join("a/x.rs"), "use crate::b::Thing;\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "use super::a::x::Other;\n").unwrap();
+    let cycles = sibling_cycles(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(cycles, [": a -> b -> a", ": b -> a -> b"]);
+}

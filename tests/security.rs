@@ -434,13 +434,14 @@ fn secrets_in_any_input_slot_are_never_printed() {
 
 /// The files that build what mltctl sends to devices and hosts.
 fn command_sources() -> Vec<(PathBuf, String)> {
-    let mut files = Vec::new();
-    for dir in ["switch-config/src/push", "src/hosts"] {
-        for entry in std::fs::read_dir(fixture(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            files.push(path);
-        }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(fixture("src/hosts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for vendor in ["sonic", "eos", "cumulus", "onyx"] {
+        files.push(fixture(&format!("switch-config/src/{vendor}/push.rs")));
     }
+    files.push(fixture("switch-config/src/push.rs"));
     files.push(fixture("src/ssh.rs"));
     files
         .into_iter()

@@ -94,19 +94,47 @@ pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<
     if spines == 0 || leaves == 0 || hosts_per_leaf == 0 {
         bail!("a fabric needs at least one spine, one leaf and one host per leaf");
     }
-    if hosts_per_leaf > MAX_HOSTS_PER_LEAF {
+    let shape = Shape {
+        spines: (0..spines).map(|s| vendors[s % vendors.len()]).collect(),
+        leaves: (0..leaves)
+            .map(|l| (vendors[(l + 1) % vendors.len()], hosts_per_leaf))
+            .collect(),
+        layers: size.layers,
+        params_per_layer: size.params_per_layer,
+    };
+    fabric_yaml_shaped(&shape)
+}
+
+/// A fabric switch by switch: each spine's OS, each leaf's OS and host count (every
+/// leaf links to every spine).
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub spines: Vec<Vendor>,
+    pub leaves: Vec<(Vendor, usize)>,
+    pub layers: usize,
+    pub params_per_layer: u64,
+}
+
+/// The inventory YAML for a fabric of `shape`.
+pub fn fabric_yaml_shaped(shape: &Shape) -> anyhow::Result<String> {
+    let (spines, leaves) = (shape.spines.len(), shape.leaves.len());
+    let most = shape.leaves.iter().map(|(_, h)| *h).max().unwrap_or(0);
+    let total: usize = shape.leaves.iter().map(|(_, h)| *h).sum();
+    if spines == 0 || leaves == 0 || total == 0 {
+        bail!("a fabric needs at least one spine, one leaf and one host");
+    }
+    if most > MAX_HOSTS_PER_LEAF {
         bail!("at most {MAX_HOSTS_PER_LEAF} hosts per leaf fit the generator's /24 racks");
     }
-    let devices = spines + leaves * (1 + hosts_per_leaf);
+    let devices = spines + leaves + total;
     if leaves > 254 * 255 || spines * leaves > 1 << 19 || devices >= 1 << 16 {
         bail!("{leaves} leaves and {spines} spines do not fit the generator's address plan");
     }
-    let path_pool = path_pool(spines, leaves, hosts_per_leaf)?;
+    let path_pool = path_pool(spines, leaves, most)?;
     // Management addresses: spines, then leaves, then hosts.
     let mgmt = |n: usize| offset(Ipv4Addr::new(10, 250, 0, 0), 1 + n as u32);
     let mut switches = Vec::with_capacity(spines + leaves);
-    for s in 0..spines {
-        let vendor = vendors[s % vendors.len()];
+    for (s, &vendor) in shape.spines.iter().enumerate() {
         let ports = (0..leaves)
             .map(|l| PortView {
                 name: port_name(vendor, l),
@@ -125,10 +153,9 @@ pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<
         });
     }
     let mut racks = Vec::with_capacity(leaves);
-    let mut hosts = Vec::with_capacity(leaves * hosts_per_leaf);
+    let mut hosts = Vec::with_capacity(total);
     let mut links = Vec::new();
-    for l in 0..leaves {
-        let vendor = vendors[(l + 1) % vendors.len()];
+    for (l, &(vendor, rack_hosts)) in shape.leaves.iter().enumerate() {
         let (rack, leaf) = (format!("r{}", l + 1), format!("leaf{}", l + 1));
         let net = Ipv4Addr::new(10, (1 + l / 255) as u8, (l % 255) as u8, 0);
         racks.push(RackView {
@@ -137,7 +164,7 @@ pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<
             gateway_ip: offset(net, 1),
             gateway_mac: mac(0x01, l as u32),
         });
-        let mut ports: Vec<PortView> = (0..hosts_per_leaf)
+        let mut ports: Vec<PortView> = (0..rack_hosts)
             .map(|h| PortView {
                 name: port_name(vendor, h),
                 speed: "100G",
@@ -145,7 +172,7 @@ pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<
             })
             .collect();
         for (s, spine) in switches.iter().enumerate().take(spines) {
-            let port = port_name(vendor, hosts_per_leaf + s);
+            let port = port_name(vendor, rack_hosts + s);
             links.push((
                 format!("{leaf}:{port}"),
                 format!("{}:{}", spine.name, spine.ports[l].name),
@@ -156,7 +183,7 @@ pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<
                 ip: Some(p2p(l * spines + s, true)),
             });
         }
-        for (h, port) in ports.iter().take(hosts_per_leaf).enumerate() {
+        for (h, port) in ports.iter().take(rack_hosts).enumerate() {
             let n = hosts.len();
             let name = format!("h{}", n + 1);
             links.push((format!("{name}:ens1f0"), format!("{leaf}:{}", port.name)));
@@ -179,15 +206,15 @@ pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<
         });
     }
     let context = FabricView {
-        name: format!("gen-{spines}x{leaves}x{hosts_per_leaf}"),
+        name: format!("gen-{spines}x{leaves}x{most}"),
         path_pool,
         racks,
         spine_count: spines,
         switches,
         hosts,
         links,
-        layers: size.layers,
-        params_each: size.params_per_layer,
+        layers: shape.layers,
+        params_each: shape.params_per_layer,
     };
     let context =
         tera::Context::from_serialize(&context).context("building the template context")?;

@@ -711,3 +711,41 @@ fn the_running_config_fuzz_seeds_parse_or_are_refused() {
         assert!(count >= 3, "{vendor}: {count} seeds");
     }
 }
+
+// ---------------------------------------------------------------- any valid inventory
+
+fn vendor_strategy() -> impl proptest::strategy::Strategy<Value = Vendor> {
+    proptest::sample::select(Vendor::ALL.to_vec())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Every fabric that validates — 1 to 4 spines, 1 to 6 racks of 0 to 4 hosts, any
+    /// vendor in any role — renders on every switch, diffs against an empty switch and
+    /// against its own rendering without a panic, and its own rendering shows no
+    /// difference.
+    #[test]
+    fn any_valid_inventory_renders_and_reads_back(
+        spines in proptest::collection::vec(vendor_strategy(), 1..=4),
+        leaves in proptest::collection::vec((vendor_strategy(), 0usize..=4), 1..=6),
+    ) {
+        let shape = mltctl::generate::Shape { spines, leaves, layers: 12, params_per_layer: 5000 };
+        let Ok(yaml) = mltctl::generate::fabric_yaml_shaped(&shape) else {
+            return Ok(()); // no host at all: not a fabric
+        };
+        let inv = match inventory::load_str(Path::new("shaped.yaml"), &yaml) {
+            Ok(inv) => inv,
+            Err(e) => panic!("the generated fabric does not validate: {e}\n{yaml}"),
+        };
+        let plan = Plan::build(&inv);
+        for switch in &plan.switches {
+            let intent = &switch.intent;
+            let rendered = switch_config::render(intent)
+                .unwrap_or_else(|e| panic!("{}: {e}", intent.name));
+            switch_config::diff(intent, None).unwrap();
+            let same = switch_config::diff(intent, Some(&rendered)).unwrap();
+            proptest::prop_assert!(same.changes.is_empty(), "{}: {:?}", intent.name, same.changes);
+        }
+    }
+}

@@ -121,6 +121,11 @@ pub fn switch_routes(inv: &Inventory, topo: &Topology) -> Vec<Vec<StaticRoute>> 
         let leaf_routes = &mut routes[rack.leaf];
         for &s in &topo.rack_spines[r] {
             let part = topo.layout.part(s);
+            // With one rack, spine s's part is this rack's own block: its addresses are
+            // this rack's hosts (routed below) or no one's (discarded below).
+            if has_hosts && part == topo.layout.block(s, r) {
+                continue;
+            }
             leaf_routes.push(route(part, via_spine(s).collect(), RouteKind::PathBlock));
         }
         if has_hosts {

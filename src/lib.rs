@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod diag;
+pub mod fetch;
 pub mod generate;
 pub mod hosts;
 pub mod interrupt;

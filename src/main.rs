@@ -14,6 +14,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::run(args),
         Command::Render(args) => cli::render::run(args),
         Command::Diff(args) => cli::diff::run(args),
+        Command::Fetch(args) => cli::fetch::run(args),
         Command::Apply(args) => cli::apply::run(args),
         Command::Bootstrap(args) => cli::bootstrap::run(args),
         Command::Launch(args) => cli::launch::run(args),

@@ -77,12 +77,20 @@ pub fn write_all(dir: &Path, rendered: &[Rendered]) -> io::Result<Vec<PathBuf>> 
         .map(|r| inside(dir, &r.file_name))
         .collect::<io::Result<Vec<_>>>()?;
     std::fs::create_dir_all(dir)?;
-    for (r, path) in rendered.iter().zip(&paths) {
-        let partial = dir.join(format!(".{}.partial", r.file_name));
-        std::fs::write(&partial, &r.text)?;
-        std::fs::rename(&partial, path)?;
+    for r in rendered {
+        write_file(dir, &r.file_name, &r.text)?;
     }
     Ok(paths)
+}
+
+/// Writes `text` to `dir/name` through a temporary file beside it, so a reader sees
+/// the old file or the new, never part; `name` must be a plain file name.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> io::Result<PathBuf> {
+    let path = inside(dir, name)?;
+    let partial = dir.join(format!(".{name}.partial"));
+    std::fs::write(&partial, text)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
 }
 
 /// Where a switch's saved running configuration is looked for: `<name>.<extension>`,
@@ -108,26 +116,36 @@ pub enum DiffError {
     Switch(#[from] Error),
 }
 
+/// One switch compared with its saved running configuration.
+pub struct Compared {
+    pub diff: SwitchDiff,
+    /// The file read; `None` when there was none (the switch was taken to be empty).
+    pub running: Option<PathBuf>,
+}
+
 /// Each switch compared with its running configuration in `dir`, on all cores.
-pub fn diff_all(plan: &Plan, dir: &Path) -> Vec<Result<SwitchDiff, DiffError>> {
+pub fn diff_all(plan: &Plan, dir: &Path) -> Vec<Result<Compared, DiffError>> {
     plan.switches
         .par_iter()
         .map(|switch| {
-            let running = match running_file(dir, &switch.intent) {
-                Ok(Some(path)) => Some(
-                    read_text(&path, MAX_RUNNING_BYTES)
-                        .map_err(|source| DiffError::Read { path, source })?,
-                ),
-                Ok(None) => None,
-                Err(e) => {
-                    let path = dir.join(&switch.intent.name);
-                    return Err(DiffError::Read {
-                        path,
-                        source: e.into(),
-                    });
-                }
-            };
-            Ok(switch_config::diff(&switch.intent, running.as_deref())?)
+            let path = running_file(dir, &switch.intent).map_err(|e| DiffError::Read {
+                path: dir.join(&switch.intent.name),
+                source: e.into(),
+            })?;
+            let text =
+                match &path {
+                    Some(path) => Some(read_text(path, MAX_RUNNING_BYTES).map_err(|source| {
+                        DiffError::Read {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?),
+                    None => None,
+                };
+            Ok(Compared {
+                diff: switch_config::diff(&switch.intent, text.as_deref())?,
+                running: path,
+            })
         })
         .collect()
 }

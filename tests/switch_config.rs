@@ -535,7 +535,7 @@ fn a_service_profile_on_a_port_outside_the_plan_is_removed() {
 }
 
 #[test]
-fn a_missing_running_file_is_an_empty_switch() {
+fn a_missing_running_file_is_an_empty_switch_and_said_so() {
     let empty = scratch("empty-running");
     let out = mltctl(&[
         "diff",
@@ -547,7 +547,26 @@ fn a_missing_running_file_is_an_empty_switch() {
         "--exit-code",
     ]);
     assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    let expected = |name: &str, file: &str| {
+        format!(
+            "mltctl: no running configuration for {name} (expected {}); taken as empty",
+            empty.join(file).display()
+        )
+    };
+    assert_eq!(
+        text(&out.stderr).lines().collect::<Vec<_>>(),
+        [
+            expected("spine1", "spine1.json"),
+            expected("spine2", "spine2.cfg"),
+            expected("leaf1", "leaf1.nvue"),
+            expected("leaf2", "leaf2.cfg"),
+        ]
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["taken_as_empty"],
+        serde_json::json!(["spine1", "spine2", "leaf1", "leaf2"])
+    );
     assert_eq!(report["differing"], 4);
     for switch in report["switches"].as_array().unwrap() {
         let changes = switch["changes"].as_array().unwrap();
@@ -574,7 +593,96 @@ fn a_missing_running_file_is_an_empty_switch() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert!(text(&out.stdout).ends_with("0 of 4 switches differ from the plan (0 change(s))\n"));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    // With --require-running a missing file is an error.
+    std::fs::remove_file(empty.join("leaf1.nvue")).unwrap();
+    let out = mltctl(&[
+        "diff",
+        "-i",
+        "inventory/lab.yaml",
+        "--running",
+        empty.to_str().unwrap(),
+        "--require-running",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "mltctl: cannot compare 1 switch(es):\n  no running configuration for leaf1 (expected {})\n",
+            empty.join("leaf1.nvue").display()
+        )
+    );
     std::fs::remove_dir_all(&empty).ok();
+}
+
+/// A running configuration saved in another form is refused, naming the form expected:
+/// NVUE YAML under a `.nvue` name, JSON where CLI text belongs, text where config_db
+/// JSON belongs.
+#[test]
+fn a_running_file_in_another_form_is_an_error() {
+    let dir = scratch("wrong-form");
+    let rendered = mltctl(&[
+        "render",
+        "-i",
+        "inventory/lab.yaml",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(rendered.status.code(), Some(0));
+    let cases = [
+        (
+            "leaf1.nvue",
+            "- header:\n    rev-id: 1.0\n- set:\n    qos:\n      mapping: {}\n",
+            "switch leaf1: running cumulus configuration, line 1: not an `nv` command: expected \
+             `nv config show -o commands` output (the YAML of `nv config show` cannot be read)",
+        ),
+        (
+            "spine2.cfg",
+            "{\"cmds\": {}}\n",
+            "switch spine2: running eos configuration, line 1: this is JSON; expected \
+             `show running-config` text",
+        ),
+        (
+            "leaf2.cfg",
+            "---\ninterfaces: []\n",
+            "switch leaf2: running onyx configuration, line 1: this is YAML; expected \
+             `show running-config` text",
+        ),
+    ];
+    for (file, contents, message) in cases {
+        let saved = std::fs::read_to_string(dir.join(file)).unwrap();
+        std::fs::write(dir.join(file), contents).unwrap();
+        let out = mltctl(&[
+            "diff",
+            "-i",
+            "inventory/lab.yaml",
+            "--running",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("mltctl: cannot compare 1 switch(es):\n  {message}\n"),
+            "{file}"
+        );
+        std::fs::write(dir.join(file), saved).unwrap();
+    }
+    std::fs::write(dir.join("spine1.json"), "DSCP_TO_TC_MAP|MLT 0 0\n").unwrap();
+    let out = mltctl(&[
+        "diff",
+        "-i",
+        "inventory/lab.yaml",
+        "--running",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("not config_db JSON (as `sonic-cfggen -d --print-data` prints it)"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -748,4 +856,118 @@ proptest::proptest! {
             proptest::prop_assert!(same.changes.is_empty(), "{}: {:?}", intent.name, same.changes);
         }
     }
+}
+
+// ---------------------------------------------------------------- as devices print them
+
+/// EOS prints maps the plan does not own beside the ones it does: a DSCP map with a
+/// drop precedence is read for its class, maps to DSCP or CoS are left alone.
+#[test]
+fn eos_map_lines_the_plan_does_not_own_are_read_or_left_alone() {
+    let plan = plan_of("inventory/lab.yaml");
+    let spine2 = intent(&plan, "spine2");
+    let rendered = switch_config::render(spine2).unwrap();
+    let running = format!(
+        "{rendered}qos map dscp 8 9 to traffic-class 3 drop-precedence 2\n\
+         qos map traffic-class 1 to dscp 8\nqos map traffic-class 2 to cos 2\n"
+    );
+    let diff = switch_config::diff(spine2, Some(&running)).unwrap();
+    let items: Vec<&str> = diff.changes.iter().map(|c| c.item.as_str()).collect();
+    assert_eq!(items, ["DSCP 8 traffic class", "DSCP 9 traffic class"]);
+    assert_eq!(diff.commands, "qos map dscp 8 9 to traffic-class 0\n");
+}
+
+/// An interface's own `tx-queue` settings override the profile on that port: on the
+/// plan's ports they are drift, reported and cleared; on other ports they are not
+/// the plan's.
+#[test]
+fn eos_interface_queue_settings_on_planned_ports_are_drift() {
+    let plan = plan_of("inventory/lab.yaml");
+    let spine2 = intent(&plan, "spine2");
+    let rendered = switch_config::render(spine2).unwrap();
+    let running = format!(
+        "{rendered}!\ninterface Ethernet1/1\n   service-profile MLT\n   tx-queue 5\n      no priority\n      \
+         random-detect ecn minimum-threshold 10 kbytes maximum-threshold 20 kbytes\n!\n\
+         interface Ethernet9/1\n   tx-queue 5\n      no priority\n!\n"
+    );
+    let diff = switch_config::diff(spine2, Some(&running)).unwrap();
+    let changes: Vec<String> = diff.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        changes,
+        [
+            "~ interface Ethernet1/1 tx-queue 5 priority: round-robin -> strict",
+            "~ interface Ethernet1/1 tx-queue 5 ECN: 10240 bytes to 20480 bytes, 100% -> the profile's",
+        ]
+    );
+    assert_eq!(
+        diff.commands,
+        "!\ninterface Ethernet1/1\n   tx-queue 5\n      priority strict\n      no random-detect ecn\n"
+    );
+    // The fix, as the switch would print it back, shows no difference.
+    let fixed = format!("{rendered}!\ninterface Ethernet1/1\n   service-profile MLT\n");
+    assert!(
+        switch_config::diff(spine2, Some(&fixed))
+            .unwrap()
+            .changes
+            .is_empty()
+    );
+}
+
+/// `PORT_QOS_MAP|global` is SONiC's switch-wide binding, not a port: what it binds is
+/// never removed.
+#[test]
+fn sonic_global_qos_binding_is_never_removed() {
+    let plan = plan_of("inventory/lab.yaml");
+    let spine1 = intent(&plan, "spine1");
+    let mut running: serde_json::Value =
+        serde_json::from_str(&switch_config::render(spine1).unwrap()).unwrap();
+    running["PORT_QOS_MAP"]["global"] =
+        serde_json::json!({"dscp_to_tc_map": "MLT", "tc_to_queue_map": "AZURE"});
+    let diff = switch_config::diff(spine1, Some(&running.to_string())).unwrap();
+    assert!(diff.changes.is_empty(), "{:?}", diff.changes);
+    assert!(!diff.commands.contains("global"), "{}", diff.commands);
+}
+
+/// `nv config show -o commands` prints a static route's next hop with its type and the
+/// route's address family: the plan's routes read back in that form show no
+/// difference, and a foreign route in the plan's scope in that form is seen.
+#[test]
+fn nvue_routes_as_nv_config_show_prints_them() {
+    let plan = plan_of("inventory/lab.yaml");
+    let leaf1 = intent(&plan, "leaf1");
+    let printed: String = switch_config::render(leaf1)
+        .unwrap()
+        .lines()
+        .flat_map(
+            |line| match line.strip_prefix("nv set vrf default router static ") {
+                Some(route) => {
+                    let (prefix, via) = route.split_once(" via ").unwrap();
+                    let kind = if via == "blackhole" {
+                        "blackhole"
+                    } else {
+                        "ipv4-address"
+                    };
+                    vec![
+                        format!(
+                            "nv set vrf default router static {prefix} address-family ipv4-unicast"
+                        ),
+                        format!("nv set vrf default router static {prefix} via {via} type {kind}"),
+                    ]
+                }
+                None => vec![line.to_string()],
+            },
+        )
+        .map(|l| l + "\n")
+        .collect();
+    assert!(printed.contains("type ipv4-address"));
+    let diff = switch_config::diff(leaf1, Some(&printed)).unwrap();
+    assert!(diff.changes.is_empty(), "{:?}", diff.changes);
+    let foreign = format!(
+        "{printed}nv set vrf default router static 10.200.99.0/24 via 172.16.0.9 type ipv4-address\n"
+    );
+    let diff = switch_config::diff(leaf1, Some(&foreign)).unwrap();
+    assert_eq!(
+        diff.commands,
+        "nv unset vrf default router static 10.200.99.0/24 via 172.16.0.9\n"
+    );
 }

@@ -10,7 +10,10 @@ use super::{Failure, InventoryArg, load, print, print_json};
 /// Compare the plan with saved running configurations, and show what would change.
 ///
 /// DIR holds one running configuration per switch, named as `render` names them
-/// (or just NAME); a switch without a file is taken to be empty. Only what the plan
+/// (or just NAME), as `mltctl fetch` saves them: SONiC's `sonic-cfggen -d
+/// --print-data` JSON, EOS's and Onyx's `show running-config`, NVUE's `nv config show
+/// -o commands`. A switch without a file is taken to be empty, and said so (an error
+/// with --require-running); a file in another form is an error. Only what the plan
 /// owns is compared, after units, defaults and ordering are normalised; for each
 /// switch that differs, the commands (SONiC: the JSON patch) that would fix it follow.
 #[derive(clap::Args)]
@@ -27,6 +30,9 @@ pub struct Args {
     /// Exit with 6 when any switch differs (for drift checks in CI).
     #[arg(long)]
     pub exit_code: bool,
+    /// A switch without a running configuration in DIR is an error, not an empty switch.
+    #[arg(long)]
+    pub require_running: bool,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
@@ -37,11 +43,32 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     let plan = Plan::build(&load(inventory)?);
     let mut diffs = Vec::new();
+    let mut missing = Vec::new();
     let mut errors = Vec::new();
-    for result in switches::diff_all(&plan, running) {
+    for (result, switch) in switches::diff_all(&plan, running)
+        .into_iter()
+        .zip(&plan.switches)
+    {
         match result {
-            Ok(d) => diffs.push(d),
+            Ok(compared) => {
+                if compared.running.is_none() {
+                    let expected = running.join(switches::file_name(&switch.intent));
+                    missing.push((switch.intent.name.clone(), expected));
+                }
+                diffs.push(compared.diff);
+            }
             Err(e) => errors.push(e.to_string()),
+        }
+    }
+    for (name, expected) in &missing {
+        let line = format!(
+            "no running configuration for {name} (expected {})",
+            expected.display()
+        );
+        if args.require_running {
+            errors.push(line);
+        } else {
+            eprintln!("mltctl: {line}; taken as empty");
         }
     }
     if !errors.is_empty() {
@@ -54,7 +81,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     let differing = diffs.iter().filter(|d| !d.changes.is_empty()).count();
     if json {
-        print_json(&serde_json::json!({"switches": diffs, "differing": differing}))?;
+        let missing: Vec<&str> = missing.iter().map(|(name, _)| name.as_str()).collect();
+        print_json(&serde_json::json!({
+            "switches": diffs,
+            "differing": differing,
+            "taken_as_empty": missing,
+        }))?;
     } else {
         print(&diff_text(&diffs, differing))?;
     }

@@ -5,6 +5,7 @@ pub mod apply;
 pub mod bootstrap;
 pub mod diff;
 pub mod env;
+pub mod fetch;
 pub mod generate;
 pub mod groups;
 pub mod hosts;
@@ -37,8 +38,9 @@ Exit codes:
   4  (apply) at least one switch failed: it was rolled back, or reverts by itself;
      its line says which; (bootstrap, launch, stop) at least one host failed: its
      line says why (bootstrap undoes its network changes on the host; a failed DPDK
-     preparation step keeps them)
-  5  (apply, bootstrap, launch, stop) at least one switch or host was unreachable
+     preparation step keeps them); (fetch) a switch's configuration could not be
+     read or saved
+  5  (apply, fetch, bootstrap, launch, stop) at least one switch or host was unreachable
      (none failed); nothing was sent to it
   6  (diff --exit-code, apply --check --exit-code) at least one switch differs from
      the plan
@@ -67,6 +69,7 @@ pub enum Command {
     Plan(plan::Args),
     Render(render::Args),
     Diff(diff::Args),
+    Fetch(fetch::Args),
     Apply(apply::Args),
     Bootstrap(bootstrap::Args),
     Launch(launch::Args),

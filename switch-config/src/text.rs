@@ -267,6 +267,34 @@ pub fn unexpressible(
     }
 }
 
+/// Refuses a running configuration of CLI lines (EOS, Onyx) that is in another form:
+/// JSON or YAML saved under the wrong name would otherwise read as an empty switch.
+pub fn expect_cli_text(intent: &SwitchIntent, running: &str, form: &str) -> Result<(), Error> {
+    let Some((index, first)) = running
+        .lines()
+        .enumerate()
+        .find(|(_, l)| !l.trim().is_empty())
+    else {
+        return Ok(());
+    };
+    let first = first.trim_start();
+    let other = if first.starts_with('{') || first.starts_with('[') {
+        Some("JSON")
+    } else if first.starts_with("---") || first.starts_with("- ") {
+        Some("YAML")
+    } else {
+        None
+    };
+    match other {
+        Some(kind) => Err(parse_error(
+            intent,
+            index + 1,
+            format!("this is {kind}; expected {form}"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// An error for line `line` (1-based) of a running configuration.
 pub fn parse_error(intent: &SwitchIntent, line: usize, message: impl Into<String>) -> Error {
     Error::Parse {

@@ -211,16 +211,20 @@ impl Fabric {
 
     /// `mltctl apply` on this fabric (its inventory, known_hosts and journal), to run.
     pub fn apply_command(&self, args: &[&str]) -> Command {
+        let mut command = self.mltctl("apply");
+        command.arg("--journal").arg(&self.journal).args(args);
+        command
+    }
+
+    /// `mltctl SUBCOMMAND` on this fabric's inventory, with its known_hosts.
+    pub fn mltctl(&self, subcommand: &str) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mltctl"));
         command
-            .arg("apply")
+            .arg(subcommand)
             .arg("-i")
             .arg(&self.inventory)
             .arg("--known-hosts")
             .arg(&self.known_hosts)
-            .arg("--journal")
-            .arg(&self.journal)
-            .args(args)
             .env_remove("MLTCTL_INVENTORY")
             .env_remove("SSH_AUTH_SOCK");
         command

@@ -71,6 +71,10 @@ fn main() {
             interrupted,
         ),
         ("two_applies_on_one_switch_are_refused", concurrent_applies),
+        (
+            "fetch_saves_what_diff_reads_before_and_after_apply",
+            fetch_then_diff,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -766,4 +770,78 @@ fn concurrent_applies() {
     let first = first.wait_with_output().unwrap();
     assert_exit(&first, 0);
     assert_eq!(status_of(&first, "spine2").0, "changed");
+}
+
+/// `fetch` saves every switch's running configuration under the names `diff` reads:
+/// before apply the diff shows the plan's changes (exactly what apply then makes), after
+/// apply it shows none.
+fn fetch_then_diff() {
+    let fabric = Fabric::lab_base("fetch");
+    let before = fabric.states();
+    let dir = fabric.dir.join("fetched");
+    let fetch = |fabric: &Fabric| {
+        let out = fabric
+            .mltctl("fetch")
+            .arg("--out")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        assert!(
+            text(&out).contains("4 switch(es): 4 saved, 0 failed, 0 unreachable"),
+            "{}",
+            text(&out)
+        );
+    };
+    let diff = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mltctl"))
+            .args(["diff", "-i"])
+            .arg(&fabric.inventory)
+            .arg("--running")
+            .arg(&dir)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        assert!(out.stderr.is_empty(), "{}", text(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    fetch(&fabric);
+    assert_eq!(fabric.states(), before, "fetch changed a switch");
+    for (name, file) in [
+        ("spine1", "spine1.json"),
+        ("spine2", "spine2.cfg"),
+        ("leaf1", "leaf1.nvue"),
+        ("leaf2", "leaf2.cfg"),
+    ] {
+        // What the switch prints (a CLI may add a header line of its own).
+        let saved = std::fs::read_to_string(dir.join(file)).unwrap();
+        let running = fabric.switch(name).device.running();
+        assert!(saved.contains(running.trim_end()), "{name}: {saved}");
+    }
+    let report = diff();
+    assert_eq!(report["differing"], 4);
+    let out = fabric.apply(&["--check", "--json"]);
+    let planned: BTreeMap<String, usize> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "device")
+        .map(|e| {
+            (
+                e["device"].as_str().unwrap().to_string(),
+                e["changes"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    for switch in report["switches"].as_array().unwrap() {
+        let name = switch["switch"].as_str().unwrap();
+        assert_eq!(
+            switch["changes"].as_array().unwrap().len(),
+            planned[name],
+            "{name}"
+        );
+    }
+    assert_exit(&fabric.apply(&[]), 0);
+    fetch(&fabric);
+    assert_eq!(diff()["differing"], 0);
 }

@@ -170,6 +170,16 @@ impl Driver for Cumulus {
             let line = raw.trim();
             let words: Vec<&str> = line.split_whitespace().collect();
             let fail = |message: String| parse_error(intent, index + 1, message);
+            // `nv config show -o commands` prints nothing but `nv` commands; anything
+            // else is another form (the YAML of `nv config show`, JSON) that would
+            // otherwise read as an empty switch.
+            if !line.is_empty() && !line.starts_with('#') && words.first() != Some(&"nv") {
+                return Err(fail(
+                    "not an `nv` command: expected `nv config show -o commands` output \
+                     (the YAML of `nv config show` cannot be read)"
+                        .into(),
+                ));
+            }
             let list = |text: &str, max: u32| number_list(text, max).map_err(fail);
             let number = |text: &str| {
                 text.parse::<u64>()
@@ -285,6 +295,10 @@ impl Driver for Cumulus {
                         }
                     }
                 }
+                // `nv config show -o commands` prints a next hop with its attributes
+                // (`type ipv4-address`, `type blackhole`, `interface …`) and the route's
+                // own (`address-family ipv4-unicast`, `distance N`): read the hop, leave
+                // the attributes to the switch.
                 [
                     "nv",
                     "set",
@@ -295,6 +309,7 @@ impl Driver for Cumulus {
                     prefix,
                     "via",
                     hop,
+                    ..,
                 ] => {
                     let prefix: Ipv4Net = prefix
                         .parse()

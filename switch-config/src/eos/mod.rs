@@ -11,6 +11,14 @@
 //!   EOS default, so a running config shows only `no priority`; a missing
 //!   `max-mark-probability` means 100. Anything else in profile MLT's ECN is stale.
 //! - `service-profile MLT` on every port of the plan (and on no other port).
+//! - On the plan's ports, no `tx-queue` setting of their own for the plan's queues:
+//!   an interface's `tx-queue Q` block overrides the profile on that port, so a
+//!   `no priority` or a `random-detect ecn` there is drift (removed with `priority
+//!   strict` and `no random-detect ecn`). Settings of other queues or ports are not
+//!   the plan's.
+//! - `qos map dscp … to traffic-class T [drop-precedence D]` is read for its class;
+//!   the drop precedence, and `qos map traffic-class … to dscp|cos …`, are not the
+//!   plan's and are left alone.
 //! - Static routes of the default VRF inside the plan's scope; a discard is `Null0`.
 //!
 //! Units: thresholds are written in bytes, exactly (EOS accepts 1 to 256,000,000). A
@@ -29,7 +37,7 @@ use crate::items::{Change, Items};
 use crate::redact::shown;
 use crate::text::{
     MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, default_class,
-    number_list, parse_error, planned_routes, unexpressible,
+    expect_cli_text, number_list, parse_error, planned_routes, unexpressible,
 };
 use crate::{Driver, Error, SwitchIntent};
 
@@ -47,6 +55,10 @@ pub enum Key {
     QueuePriority(u8),
     QueueEcn(u8),
     ServiceProfile(String),
+    /// An interface's own `tx-queue Q` priority, overriding the profile's.
+    PortQueuePriority(String, u8),
+    /// An interface's own `tx-queue Q` ECN curve, overriding the profile's.
+    PortQueueEcn(String, u8),
     Route(Ipv4Net),
 }
 
@@ -56,6 +68,8 @@ pub enum Value {
     Trust(String),
     Strict(bool),
     Ecn(EcnCurve),
+    /// No setting of its own: the profile's applies.
+    Inherited,
     Applied,
     Route(NextHops),
 }
@@ -87,6 +101,8 @@ impl fmt::Display for Key {
             Key::QueuePriority(q) => write!(f, "tx-queue {q} priority"),
             Key::QueueEcn(q) => write!(f, "tx-queue {q} ECN"),
             Key::ServiceProfile(port) => write!(f, "interface {port} service-profile"),
+            Key::PortQueuePriority(port, q) => write!(f, "interface {port} tx-queue {q} priority"),
+            Key::PortQueueEcn(port, q) => write!(f, "interface {port} tx-queue {q} ECN"),
             Key::Route(prefix) => write!(f, "route {prefix}"),
         }
     }
@@ -109,6 +125,7 @@ impl fmt::Display for Value {
             Value::Strict(true) => f.write_str("strict"),
             Value::Strict(false) => f.write_str("round-robin"),
             Value::Ecn(c) => write!(f, "{} to {}, {}%", c.min, c.max, c.probability),
+            Value::Inherited => f.write_str("the profile's"),
             Value::Applied => f.write_str(PROFILE),
             Value::Route(hops) => write!(f, "{hops}"),
         }
@@ -162,6 +179,11 @@ impl Driver for Eos {
         }
         for port in &qos.ports {
             items.insert(Key::ServiceProfile(port.clone()), Value::Applied);
+            for q in &qos.queues {
+                let (p, q) = (port.clone(), q.queue);
+                items.insert(Key::PortQueuePriority(p.clone(), q), Value::Strict(true));
+                items.insert(Key::PortQueueEcn(p, q), Value::Inherited);
+            }
         }
         for (prefix, hops) in planned_routes(intent) {
             items.insert(Key::Route(prefix), Value::Route(hops));
@@ -170,6 +192,7 @@ impl Driver for Eos {
     }
 
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        expect_cli_text(intent, running, "`show running-config` text")?;
         let mut seen = Running::default();
         let mut section = Section::Other;
         let mut tx_queue: Option<u8> = None;
@@ -198,7 +221,9 @@ impl Driver for Eos {
                             seen.dscp[dscp as usize] = class;
                         }
                     }
-                    ["qos", "map", "traffic-class", rest @ ..] => {
+                    ["qos", "map", "traffic-class", rest @ ..]
+                        if rest.windows(2).any(|w| w == ["to", "tx-queue"]) =>
+                    {
                         let (classes, queue) =
                             map_line(rest, "tx-queue", MAX_CLASS).map_err(|e| {
                                 fail(&format!("cannot read the traffic-class map: {e}"))
@@ -212,39 +237,38 @@ impl Driver for Eos {
                 }
                 continue;
             }
-            match &section {
-                Section::Profile(true) if indent <= 3 => {
-                    tx_queue = None;
-                    match words.as_slice() {
-                        ["qos", "trust", trust] => seen.trust = Some(trust.to_string()),
-                        ["tx-queue" | "uc-tx-queue", queue] => {
-                            tx_queue =
-                                Some(queue.parse().map_err(|_| fail("cannot read tx-queue"))?);
-                        }
-                        _ => {}
+            // Both the plan's profile and interfaces hold `tx-queue Q` blocks.
+            let owner = match &section {
+                Section::Profile(true) => QueueOwner::Profile,
+                Section::Interface(name) => QueueOwner::Port(name.clone()),
+                _ => continue,
+            };
+            if indent <= 3 {
+                tx_queue = None;
+                match words.as_slice() {
+                    ["qos", "trust", trust] if owner == QueueOwner::Profile => {
+                        seen.trust = Some(trust.to_string())
                     }
-                }
-                Section::Profile(true) => {
-                    let Some(queue) = tx_queue else { continue };
-                    match words.as_slice() {
-                        ["priority", "strict"] => {
-                            seen.strict.insert(queue, true);
+                    ["service-profile", PROFILE] => {
+                        if let QueueOwner::Port(name) = owner {
+                            seen.applied.insert(name);
                         }
-                        ["no", "priority"] => {
-                            seen.strict.insert(queue, false);
-                        }
-                        ["random-detect", "ecn", rest @ ..]
-                            if !rest.is_empty() && rest[0] != "count" =>
-                        {
-                            let curve = ecn_curve(rest)
-                                .ok_or_else(|| fail("cannot read random-detect ecn"))?;
-                            seen.ecn.insert(queue, curve);
-                        }
-                        _ => {}
                     }
+                    ["tx-queue" | "uc-tx-queue", queue] => {
+                        tx_queue = Some(queue.parse().map_err(|_| fail("cannot read tx-queue"))?);
+                    }
+                    _ => {}
                 }
-                Section::Interface(name) if words.as_slice() == ["service-profile", PROFILE] => {
-                    seen.applied.insert(name.clone());
+                continue;
+            }
+            let Some(queue) = tx_queue else { continue };
+            match words.as_slice() {
+                ["priority", "strict"] => seen.set_strict(owner, queue, true),
+                ["no", "priority"] => seen.set_strict(owner, queue, false),
+                ["random-detect", "ecn", rest @ ..] if !rest.is_empty() && rest[0] != "count" => {
+                    let curve =
+                        ecn_curve(rest).ok_or_else(|| fail("cannot read random-detect ecn"))?;
+                    seen.set_ecn(owner, queue, curve);
                 }
                 _ => {}
             }
@@ -268,6 +292,13 @@ enum Section {
     Other,
 }
 
+/// Whose `tx-queue` settings a block holds.
+#[derive(PartialEq, Eq)]
+enum QueueOwner {
+    Profile,
+    Port(String),
+}
+
 /// What a running config says about the owned parts, before defaults.
 struct Running {
     dscp: [u8; 64],
@@ -277,6 +308,9 @@ struct Running {
     strict: BTreeMap<u8, bool>,
     ecn: BTreeMap<u8, EcnCurve>,
     applied: BTreeSet<String>,
+    /// Interfaces' own `tx-queue` settings.
+    port_strict: BTreeMap<(String, u8), bool>,
+    port_ecn: BTreeMap<(String, u8), EcnCurve>,
     routes: Items<Key, NextHops>,
 }
 
@@ -290,12 +324,28 @@ impl Default for Running {
             strict: BTreeMap::new(),
             ecn: BTreeMap::new(),
             applied: BTreeSet::new(),
+            port_strict: BTreeMap::new(),
+            port_ecn: BTreeMap::new(),
             routes: Items::new(),
         }
     }
 }
 
 impl Running {
+    fn set_strict(&mut self, owner: QueueOwner, queue: u8, strict: bool) {
+        match owner {
+            QueueOwner::Profile => self.strict.insert(queue, strict),
+            QueueOwner::Port(port) => self.port_strict.insert((port, queue), strict),
+        };
+    }
+
+    fn set_ecn(&mut self, owner: QueueOwner, queue: u8, curve: EcnCurve) {
+        match owner {
+            QueueOwner::Profile => self.ecn.insert(queue, curve),
+            QueueOwner::Port(port) => self.port_ecn.insert((port, queue), curve),
+        };
+    }
+
     /// `ip route [vrf NAME] PREFIX NEXT-HOP …`: default VRF, inside the plan's scope.
     fn route(&mut self, words: &[&str], intent: &SwitchIntent) {
         let words = match words {
@@ -316,7 +366,7 @@ impl Running {
         }
     }
 
-    fn items(self, intent: &SwitchIntent) -> Items<Key, Value> {
+    fn items(mut self, intent: &SwitchIntent) -> Items<Key, Value> {
         let mut items = Items::new();
         for (dscp, class) in self.dscp.into_iter().enumerate() {
             items.insert(Key::DscpClass(dscp as u8), Value::Number(class));
@@ -344,6 +394,23 @@ impl Running {
         for port in self.applied {
             items.insert(Key::ServiceProfile(port), Value::Applied);
         }
+        // Only the plan's queues on the plan's ports are the plan's to keep clear.
+        for port in &intent.qos.ports {
+            for q in &intent.qos.queues {
+                let key = (port.clone(), q.queue);
+                let strict = self.port_strict.get(&key).copied().unwrap_or(true);
+                let ecn = self
+                    .port_ecn
+                    .remove(&key)
+                    .map_or(Value::Inherited, Value::Ecn);
+                let (port, queue) = key;
+                items.insert(
+                    Key::PortQueuePriority(port.clone(), queue),
+                    Value::Strict(strict),
+                );
+                items.insert(Key::PortQueueEcn(port, queue), ecn);
+            }
+        }
         items.extend(
             self.routes
                 .into_iter()
@@ -360,8 +427,10 @@ fn map_line(words: &[&str], target_word: &str, max: u32) -> Result<(Vec<u32>, u8
         .iter()
         .position(|w| *w == "to")
         .ok_or_else(malformed)?;
-    let [word, target] = &words[to + 1..] else {
-        return Err(malformed());
+    // A DSCP map may add `drop-precedence D`: not the plan's, and no other class.
+    let (word, target) = match &words[to + 1..] {
+        [word, target] | [word, target, "drop-precedence", _] => (word, target),
+        _ => return Err(malformed()),
     };
     if *word != target_word {
         return Err(malformed());

@@ -27,7 +27,7 @@ struct View<'a> {
     dscp_maps: Vec<MapLine>,
     class_queues: Vec<MapLine>,
     profile: Option<ProfileView>,
-    interfaces: Vec<InterfaceLine>,
+    interfaces: Vec<InterfaceView>,
     routes: Vec<RouteLine>,
 }
 
@@ -86,12 +86,14 @@ impl From<&Threshold> for ThresholdView {
     }
 }
 
+/// One interface's changes: its service profile (applied or removed) and the
+/// `tx-queue` settings of its own that are cleared.
 #[derive(Serialize)]
-struct InterfaceLine {
+struct InterfaceView {
     name: String,
-    apply: bool,
+    profile: Option<bool>,
+    queues: Vec<QueueView>,
 }
-
 impl<'a> View<'a> {
     fn of(intent: &'a SwitchIntent, changes: &[Change<Key, Value>], full: bool) -> View<'a> {
         let number = |key: fn(&Key) -> Option<u8>| {
@@ -111,7 +113,7 @@ impl<'a> View<'a> {
         });
         let mut profile: Option<ProfileView> = None;
         let mut queues: BTreeMap<u8, QueueView> = BTreeMap::new();
-        let mut interfaces = Vec::new();
+        let mut interfaces: BTreeMap<String, InterfaceView> = BTreeMap::new();
         let mut routes = Vec::new();
         for change in changes {
             match (change.key(), change.to()) {
@@ -130,10 +132,18 @@ impl<'a> View<'a> {
                     });
                 }
                 (Key::QueueEcn(q), None) => queue_view(&mut queues, *q).ecn = Some(EcnView::Off),
-                (Key::ServiceProfile(port), to) => interfaces.push(InterfaceLine {
-                    name: port.clone(),
-                    apply: to.is_some(),
-                }),
+                (Key::ServiceProfile(port), to) => {
+                    interface(&mut interfaces, port).profile = Some(to.is_some())
+                }
+                // A whole configuration has no port settings of its own to clear.
+                (Key::PortQueuePriority(..) | Key::PortQueueEcn(..), _) if full => {}
+                (Key::PortQueuePriority(port, q), Some(Value::Strict(strict))) => {
+                    port_queue(interface(&mut interfaces, port), *q).priority =
+                        Some(if *strict { "strict" } else { "round-robin" });
+                }
+                (Key::PortQueueEcn(port, q), Some(Value::Inherited)) => {
+                    port_queue(interface(&mut interfaces, port), *q).ecn = Some(EcnView::Off);
+                }
                 (Key::Route(prefix), _) => {
                     routes.extend(route_lines(
                         *prefix,
@@ -154,10 +164,40 @@ impl<'a> View<'a> {
             dscp_maps,
             class_queues,
             profile,
-            interfaces,
+            interfaces: interfaces.into_values().collect(),
             routes,
         }
     }
+}
+
+/// The changes of interface `name`, added on first use.
+fn interface<'m>(
+    interfaces: &'m mut BTreeMap<String, InterfaceView>,
+    name: &str,
+) -> &'m mut InterfaceView {
+    interfaces
+        .entry(name.to_string())
+        .or_insert_with(|| InterfaceView {
+            name: name.to_string(),
+            profile: None,
+            queues: Vec::new(),
+        })
+}
+
+/// The settings of `queue` on `interface`, added on first use.
+fn port_queue(interface: &mut InterfaceView, queue: u8) -> &mut QueueView {
+    let at = match interface.queues.iter().position(|q| q.queue == queue) {
+        Some(at) => at,
+        None => {
+            interface.queues.push(QueueView {
+                queue,
+                priority: None,
+                ecn: None,
+            });
+            interface.queues.len() - 1
+        }
+    };
+    &mut interface.queues[at]
 }
 
 fn queue_view(queues: &mut BTreeMap<u8, QueueView>, queue: u8) -> &mut QueueView {

@@ -35,7 +35,7 @@ use crate::items::{Change, Items};
 use crate::redact::shown;
 use crate::text::{
     MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, default_class,
-    number_list, parse_error, planned_routes, unexpressible,
+    expect_cli_text, number_list, parse_error, planned_routes, unexpressible,
 };
 use crate::{Driver, Error, SwitchIntent};
 
@@ -225,6 +225,7 @@ impl Driver for Onyx {
     }
 
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
+        expect_cli_text(intent, running, "`show running-config` text")?;
         let qos = &intent.qos;
         // By (slot path, last number): a range is a lookup, never an expansion.
         let owned: BTreeMap<(String, u32), Port> = plan_ports(intent)

@@ -241,8 +241,15 @@ impl Driver for Sonic {
         let doc: Json = if running.trim().is_empty() {
             json!({})
         } else {
-            serde_json::from_str(running)
-                .map_err(|e| parse_error(intent, e.line(), format!("not config_db JSON: {e}")))?
+            serde_json::from_str(running).map_err(|e| {
+                parse_error(
+                    intent,
+                    e.line(),
+                    format!(
+                        "not config_db JSON (as `sonic-cfggen -d --print-data` prints it): {e}"
+                    ),
+                )
+            })?
         };
         let table = |name: &str| doc.get(name).and_then(Json::as_object);
         for kind in TABLES {
@@ -302,6 +309,11 @@ impl Driver for Sonic {
                     object,
                     Some(&map_fields),
                 );
+                continue;
+            }
+            // `global` is the switch-wide default binding (sonic-port-qos-map.yang), not a
+            // port: whatever it binds is the switch's, never the plan's to remove.
+            if port == "global" {
                 continue;
             }
             // Another port bound to the plan's maps: those fields are stale.

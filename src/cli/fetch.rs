@@ -1,0 +1,117 @@
+//! `mltctl fetch`: every selected switch's running configuration, saved for `diff`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use mltctl::fetch;
+use mltctl::outcome::{Status, Summary};
+use mltctl::parallel::Progress;
+use mltctl::plan::Plan;
+use mltctl::select::Selection;
+
+use super::{Failure, InventoryArg, SshArgs, load};
+
+/// Read each switch's running configuration over SSH and save it for `diff`.
+///
+/// One SSH session per switch (host keys checked, --forks at a time) runs the same
+/// read `apply` does — `sonic-cfggen -d --print-data`, `show running-config`, `nv config
+/// show -r applied -o commands` — and the output is saved in DIR as NAME.json, NAME.cfg
+/// or NAME.nvue, the names `mltctl diff --running DIR` reads. Nothing is changed on any
+/// switch. Configurations hold secrets (password hashes, keys): DIR is the admin's to
+/// protect; mltctl prints none of it.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct Args {
+    #[command(flatten)]
+    pub inventory: InventoryArg,
+    /// Directory to save the running configurations in (created if needed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Only these switches: names, globs (leaf*), groups (leaf, spine, rack:NAME,
+    /// vendor:NAME), comma-separated; &PATTERN narrows, !PATTERN excludes. Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Vec<String>,
+    /// Switches read at once, one SSH session each.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub forks: u16,
+    /// Print one JSON object per line: {"event":"device"|"summary", ...}.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let plan = Plan::build(&load(&args.inventory.inventory)?);
+    let targets = Selection::parse(&args.limit)
+        .and_then(|s| s.select(&plan))
+        .map_err(|e| Failure::Usage(e.to_string()))?
+        .switches;
+    if targets.is_empty() {
+        return Err(Failure::Usage("--limit selects no switch".into()));
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let progress = !args.json && std::io::stderr().is_terminal();
+    let started = std::time::Instant::now();
+    let results = fetch::fetch_all(
+        &plan.switches,
+        &targets,
+        &args.out,
+        usize::from(args.forks),
+        &args.ssh.options(),
+        &mut |p| {
+            if let Progress::Finished(_, r) = p {
+                if args.json {
+                    let mut line = serde_json::json!({ "event": "device" });
+                    if let (Some(map), Ok(serde_json::Value::Object(fields))) =
+                        (line.as_object_mut(), serde_json::to_value(r))
+                    {
+                        map.extend(fields);
+                    }
+                    println!("{line}");
+                } else {
+                    let detail = match (&r.file, &r.message) {
+                        (Some(file), _) => format!("saved {} ({} bytes)", file.display(), r.bytes),
+                        (None, Some(message)) => message.clone(),
+                        (None, None) => String::new(),
+                    };
+                    println!(
+                        "{:<12} {} ({}, {}): {detail}",
+                        r.status, r.device, r.vendor, r.endpoint
+                    );
+                }
+            } else if progress {
+                eprint!(".");
+            }
+        },
+    );
+    if progress {
+        eprintln!();
+    }
+    let summary = Summary::of(results.iter().map(|r| &r.status));
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "summary", "summary": summary, "seconds": seconds})
+        );
+    } else {
+        println!(
+            "{} switch(es): {} saved, {} failed, {} unreachable ({seconds:.1} s); next: mltctl diff --running {}",
+            summary.total(),
+            summary.ok,
+            summary.failed,
+            summary.unreachable,
+            args.out.display()
+        );
+    }
+    if results.iter().any(|r| r.status == Status::Failed) {
+        Err(Failure::SwitchesFailed)
+    } else if summary.unreachable > 0 {
+        Err(Failure::SwitchesUnreachable)
+    } else {
+        Ok(())
+    }
+}

@@ -367,7 +367,7 @@ const CASES: &[Case] = &[
             "minimum-threshold 21504 bytes",
             "minimum-threshold 20 kbytes",
             "~ tx-queue 2 ECN: 20480 bytes to 40960 bytes, 100% -> 21504 bytes to 40960 bytes, 100%",
-            "!\nqos profile MLT\n   tx-queue 2\n      random-detect ecn minimum-threshold 21504 bytes maximum-threshold 40960 bytes max-mark-probability 100\n",
+            "!\nqos profile MLT\n   !\n   tx-queue 2\n      random-detect ecn minimum-threshold 21504 bytes maximum-threshold 40960 bytes max-mark-probability 100\n",
         ),
         unrelated: &[
             ("hostname spine2", "hostname spine-two"),
@@ -901,7 +901,7 @@ fn eos_interface_queue_settings_on_planned_ports_are_drift() {
     );
     assert_eq!(
         diff.commands,
-        "!\ninterface Ethernet1/1\n   tx-queue 5\n      priority strict\n      no random-detect ecn\n"
+        "!\ninterface Ethernet1/1\n   !\n   tx-queue 5\n      priority strict\n      no random-detect ecn\n"
     );
     // The fix, as the switch would print it back, shows no difference.
     let fixed = format!("{rendered}!\ninterface Ethernet1/1\n   service-profile MLT\n");
@@ -970,4 +970,295 @@ fn nvue_routes_as_nv_config_show_prints_them() {
         diff.commands,
         "nv unset vrf default router static 10.200.99.0/24 via 172.16.0.9\n"
     );
+}
+
+// ---------------------------------------------------------------- a corpus of real forms
+
+/// What a change to `intent`'s switch may touch, stated independently of the vendor
+/// modules: the plan's maps, queues, profile and ports, and routes inside its scope.
+struct Owned<'a> {
+    intent: &'a SwitchIntent,
+}
+
+impl Owned<'_> {
+    fn route(&self, prefix: &str) -> bool {
+        prefix
+            .parse::<ipnet::Ipv4Net>()
+            .is_ok_and(|p| self.intent.owns_route(&p))
+    }
+
+    fn port(&self, port: &str) -> bool {
+        self.intent.qos.ports.iter().any(|p| p == port)
+    }
+
+    fn queue(&self, queue: &str) -> bool {
+        self.intent
+            .qos
+            .queues
+            .iter()
+            .any(|q| q.queue.to_string() == queue)
+    }
+
+    /// Every class number in an NVUE/Onyx list (`1-3,5`) is one of the plan's queues.
+    fn queues(&self, list: &str) -> bool {
+        list.split(',').all(|part| {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            match (a.parse::<u8>(), b.parse::<u8>()) {
+                (Ok(a), Ok(b)) => (a..=b).all(|q| self.queue(&q.to_string())),
+                _ => false,
+            }
+        })
+    }
+
+    /// The lines of `commands` that touch something not the plan's.
+    fn foreign(&self, vendor: Vendor, commands: &str, running: &str) -> Vec<String> {
+        match vendor {
+            Vendor::Sonic => self.foreign_sonic(commands, running),
+            Vendor::Eos => self.foreign_eos(commands, running),
+            Vendor::Cumulus => commands
+                .lines()
+                .filter(|l| !self.nvue_line(l))
+                .map(String::from)
+                .collect(),
+            Vendor::Onyx => commands
+                .lines()
+                .filter(|l| !self.onyx_line(l))
+                .map(String::from)
+                .collect(),
+        }
+    }
+
+    fn foreign_sonic(&self, patch: &str, running: &str) -> Vec<String> {
+        let running: serde_json::Value = serde_json::from_str(running).unwrap();
+        let patch: Vec<serde_json::Value> = serde_json::from_str(patch).unwrap();
+        let mut foreign = Vec::new();
+        for op in patch {
+            let path = op["path"].as_str().unwrap().to_string();
+            let parts: Vec<String> = path
+                .split('/')
+                .skip(1)
+                .map(|p| p.replace("~1", "/").replace("~0", "~"))
+                .collect();
+            let kind = op["op"].as_str().unwrap();
+            let ok = match parts
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                // A table is only ever created, where it is missing.
+                [table] => kind == "add" && running.get(table).is_none(),
+                ["DSCP_TO_TC_MAP" | "TC_TO_QUEUE_MAP", "MLT", ..] => true,
+                ["SCHEDULER", name, ..] | ["WRED_PROFILE", name, ..] => name.starts_with("MLT_"),
+                ["QUEUE", key, rest @ ..] => {
+                    let (port, queue) = key.rsplit_once('|').unwrap();
+                    let ours = self.port(port) && self.queue(queue);
+                    // A foreign queue may only lose a reference to one of our objects.
+                    ours || (kind == "remove"
+                        && rest.len() == 1
+                        && running["QUEUE"][*key][rest[0]]
+                            .as_str()
+                            .is_some_and(|v| v.contains("MLT_")))
+                }
+                ["PORT_QOS_MAP", port, rest @ ..] => {
+                    self.port(port)
+                        || (kind == "remove"
+                            && rest.len() == 1
+                            && running["PORT_QOS_MAP"][*port][rest[0]]
+                                .as_str()
+                                .is_some_and(|v| v.contains("MLT")))
+                }
+                ["STATIC_ROUTE", key] => {
+                    let (vrf, prefix) = key.split_once('|').unwrap_or(("default", key));
+                    vrf == "default" && self.route(prefix)
+                }
+                _ => false,
+            };
+            if !ok {
+                foreign.push(format!("{kind} {path}"));
+            }
+        }
+        foreign
+    }
+
+    fn foreign_eos(&self, commands: &str, running: &str) -> Vec<String> {
+        let mut foreign = Vec::new();
+        // The mode a line is in: the profile, an interface (its name), a tx-queue in it.
+        let mut mode: Option<String> = None;
+        let mut queue_of_interface = false;
+        for line in commands.lines() {
+            let indent = line.len() - line.trim_start().len();
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let ok = match (indent, words.as_slice()) {
+                (_, ["!"]) => true,
+                (0, ["qos", "map", "dscp", .., "to", "traffic-class", _]) => true,
+                (0, ["qos", "map", "traffic-class", .., "to", "tx-queue", _]) => true,
+                (0, ["qos", "profile", "MLT"]) => {
+                    mode = Some("profile".into());
+                    true
+                }
+                (0, ["interface", port]) => {
+                    mode = Some(port.to_string());
+                    // Ours, or a foreign port that carries our profile (to lose it).
+                    self.port(port)
+                        || running.contains(&format!("interface {port}\n"))
+                            && running
+                                .split(&format!("interface {port}\n"))
+                                .nth(1)
+                                .is_some_and(|rest| {
+                                    rest.split("\n!")
+                                        .next()
+                                        .unwrap_or("")
+                                        .contains("service-profile MLT")
+                                })
+                }
+                (0, ["ip" | "no", ..]) => {
+                    let route = words.iter().skip_while(|w| **w != "route").nth(1);
+                    route.is_some_and(|p| self.route(p))
+                }
+                (3, ["service-profile" | "no", ..]) if mode.as_deref() != Some("profile") => {
+                    words.last() == Some(&"MLT")
+                }
+                (3, ["tx-queue", q]) => {
+                    queue_of_interface = mode.as_deref() != Some("profile");
+                    self.queue(q)
+                        && mode
+                            .as_deref()
+                            .is_some_and(|m| m == "profile" || self.port(m))
+                }
+                (3, ["qos", "trust", _]) => mode.as_deref() == Some("profile"),
+                (6, _) => {
+                    mode.is_some() && (queue_of_interface || mode.as_deref() == Some("profile"))
+                }
+                _ => false,
+            };
+            if !ok {
+                foreign.push(line.to_string());
+            }
+        }
+        foreign
+    }
+
+    fn nvue_line(&self, line: &str) -> bool {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [
+                "nv",
+                "set" | "unset",
+                "qos",
+                "mapping",
+                "default-global",
+                "trust" | "dscp",
+                ..,
+            ] => true,
+            [
+                "nv",
+                "set" | "unset",
+                "qos",
+                "egress-queue-mapping",
+                "default-global",
+                ..,
+            ] => true,
+            [
+                "nv",
+                "set" | "unset",
+                "qos",
+                "egress-scheduler" | "congestion-control",
+                "default-global",
+                "traffic-class",
+                classes,
+                ..,
+            ] => self.queues(classes),
+            [
+                "nv",
+                "set" | "unset",
+                "vrf",
+                "default",
+                "router",
+                "static",
+                prefix,
+                ..,
+            ] => self.route(prefix),
+            _ => false,
+        }
+    }
+
+    fn onyx_line(&self, line: &str) -> bool {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let queue_ok = |rest: &[&str]| match rest {
+            ["qos", "trust", _] | ["qos", "map", "dscp", ..] => true,
+            ["traffic-class", _, "bind", ..] => true,
+            ["traffic-class", q, ..] | ["no", "traffic-class", q, ..] => self.queue(q),
+            _ => false,
+        };
+        match words.as_slice() {
+            ["interface", "ethernet", spec, rest @ ..] => {
+                let (first, last) = spec.split_once('-').unwrap_or((spec, spec));
+                let (slot, a) = first.rsplit_once('/').unwrap();
+                let (_, b) = last.rsplit_once('/').unwrap();
+                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                (a..=b).all(|n| self.port(&format!("Eth{slot}/{n}"))) && queue_ok(rest)
+            }
+            ["ip" | "no", ..] => {
+                let after: Vec<&&str> = words
+                    .iter()
+                    .skip_while(|w| **w != "route")
+                    .skip(1)
+                    .collect();
+                let after: Vec<&str> = after
+                    .iter()
+                    .map(|w| **w)
+                    .skip_while(|w| *w == "vrf" || *w == "default")
+                    .collect();
+                match after.as_slice() {
+                    [net, len, ..] if len.starts_with('/') => self.route(&format!("{net}{len}")),
+                    [cidr, ..] => self.route(cidr),
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Running configurations written after public examples of each vendor's own print
+/// form (tests/running/real/, sources in each SOURCES.md): each parses; the change the
+/// plan proposes touches only what the plan owns (checked by rules written apart from
+/// the vendor modules), and applying the plan's own rendering to it converges.
+#[test]
+fn the_real_corpus_is_read_and_nothing_foreign_is_touched() {
+    let plan = plan_of("inventory/lab.yaml");
+    let mut read = 0;
+    for (vendor, switch) in [
+        (Vendor::Sonic, "spine1"),
+        (Vendor::Eos, "spine2"),
+        (Vendor::Cumulus, "leaf1"),
+        (Vendor::Onyx, "leaf2"),
+    ] {
+        let intent = intent(&plan, switch);
+        let dir = fixture(&format!("tests/running/real/{vendor}"));
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|e| e == switch_config::extension(vendor))
+            })
+            .collect();
+        files.sort();
+        assert!(files.len() >= 4, "{vendor}: {} samples", files.len());
+        for file in files {
+            let name = file.file_name().unwrap().to_string_lossy().to_string();
+            let running = std::fs::read_to_string(&file).unwrap();
+            let diff = switch_config::diff(intent, Some(&running))
+                .unwrap_or_else(|e| panic!("{vendor} {name}: {e}"));
+            let foreign = Owned { intent }.foreign(vendor, &diff.commands, &running);
+            assert!(
+                foreign.is_empty(),
+                "{vendor} {name} touches what is not the plan's: {foreign:#?}"
+            );
+            read += 1;
+        }
+    }
+    assert!(read >= 16, "{read}");
 }

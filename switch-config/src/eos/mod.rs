@@ -346,24 +346,37 @@ impl Running {
         };
     }
 
-    /// `ip route [vrf NAME] PREFIX NEXT-HOP …`: default VRF, inside the plan's scope.
+    /// `ip route [vrf NAME] PREFIX [INTERFACE] [NEXT-HOP] [DISTANCE] [tag N] [name X]
+    /// [metric N]`: default VRF, inside the plan's scope. A `name` only labels a route;
+    /// beyond it, only a bare next hop or `Null0` is a form the plan writes: anything
+    /// more (an interface and an address, a distance, a tag) is kept as written, so it
+    /// differs and can be removed exactly.
     fn route(&mut self, words: &[&str], intent: &SwitchIntent) {
         let words = match words {
             ["vrf", "default", rest @ ..] => rest,
             ["vrf", ..] => return,
             rest => rest,
         };
-        let [prefix, hop, ..] = words else { return };
+        let [prefix, hop @ ..] = words else { return };
         let Ok(prefix) = prefix.parse::<Ipv4Net>() else {
             return;
         };
-        if intent.owns_route(&prefix) {
-            add_route(
-                &mut self.routes,
-                Key::Route(prefix),
-                NextHop::parse(hop, &["Null0"]),
-            );
+        if hop.is_empty() || !intent.owns_route(&prefix) {
+            return;
         }
+        let hop: Vec<&str> = match hop.iter().position(|w| *w == "name") {
+            Some(at) => hop[..at]
+                .iter()
+                .chain(hop.iter().skip(at + 2))
+                .copied()
+                .collect(),
+            None => hop.to_vec(),
+        };
+        let hop = match hop.as_slice() {
+            [one] => NextHop::parse(one, &["Null0"]),
+            more => NextHop::Other(more.join(" ")),
+        };
+        add_route(&mut self.routes, Key::Route(prefix), hop);
     }
 
     fn items(mut self, intent: &SwitchIntent) -> Items<Key, Value> {

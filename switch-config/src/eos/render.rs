@@ -155,8 +155,8 @@ impl<'a> View<'a> {
             }
         }
         if !queues.is_empty() {
-            // Highest queue first, as EOS lists them.
-            profile.get_or_insert_default().queues = queues.into_values().rev().collect();
+            // In ascending order, as EOS lists them.
+            profile.get_or_insert_default().queues = queues.into_values().collect();
         }
         View {
             switch: &intent.name,

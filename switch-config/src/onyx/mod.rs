@@ -121,6 +121,8 @@ pub enum Value {
         min_kb: u64,
         max_kb: u64,
     },
+    /// A curve in percent of the queue's buffer, as the switch wrote it.
+    RelativeEcn(String),
     Route(NextHops),
 }
 
@@ -163,6 +165,7 @@ impl fmt::Display for Value {
                 min_kb,
                 max_kb,
             } => write!(f, "{control} {min_kb} KB to {max_kb} KB"),
+            Value::RelativeEcn(curve) => f.write_str(curve),
             Value::Route(hops) => write!(f, "{hops}"),
         }
     }
@@ -387,6 +390,24 @@ fn interface_line(
                     min_kb: kb(min)?,
                     max_kb: kb(max)?,
                 };
+                items.insert(Key::Ecn(p(), queue), value);
+            }
+        }
+        // A curve relative to the queue's buffer share: no byte count, so it differs
+        // from any the plan sets (and an absolute curve replaces it).
+        [
+            "traffic-class",
+            queue,
+            "congestion-control",
+            control,
+            "minimum-relative",
+            min,
+            "maximum-relative",
+            max,
+        ] => {
+            let queue = class(queue)?;
+            if queues.contains(&queue) {
+                let value = Value::RelativeEcn(format!("{control} {min}% to {max}%"));
                 items.insert(Key::Ecn(p(), queue), value);
             }
         }

@@ -287,13 +287,25 @@ impl Driver for Sonic {
             };
             let planned = ports.iter().any(|p| p == port)
                 && intent.qos.queues.iter().any(|q| q.queue == queue);
-            let names_ours = queue_fields.iter().any(|f| {
-                object
-                    .get(*f)
-                    .is_some_and(|v| normalise(v).starts_with(OWNED_PREFIX))
-            });
-            if planned || names_ours {
+            if planned {
                 add_object(&mut items, Table::Queue, name, object, Some(queue_fields));
+                continue;
+            }
+            // Another queue pointing at the plan's scheduler or profiles: those fields
+            // are stale (the queue itself is not the plan's, so it stays).
+            for field in queue_fields {
+                if let Some(value) = object
+                    .get(*field)
+                    .map(normalise)
+                    .filter(|v| v.starts_with(OWNED_PREFIX))
+                {
+                    let key = Key {
+                        table: Table::Queue,
+                        object: name.clone(),
+                        field: Some(field.to_string()),
+                    };
+                    items.insert(key, Value::Field(value));
+                }
             }
         }
         let map_fields = ["dscp_to_tc_map", "tc_to_queue_map"];

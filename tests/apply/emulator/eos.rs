@@ -4,7 +4,10 @@
 //!   per DSCP value and prints only values that differ from the default (D/8);
 //!   `qos map traffic-class …` likewise (default: the same queue number). Static routes
 //!   print sorted. `priority strict` is a tx-queue's default, so only `no priority`
-//!   prints.
+//!   prints; tx-queues print in ascending order, each nested block after a `!` line of
+//!   its indent (as AVD's intended configurations and real dumps show), and a
+//!   `tx-queue` with nothing but defaults does not print. An interface's own `tx-queue`
+//!   blocks override its service profile's.
 //! - In configuration mode a command not valid in the current mode is tried in the
 //!   enclosing modes (so `interface X` after `tx-queue 3` works); an invalid command
 //!   prints `% Invalid input`.
@@ -341,26 +344,9 @@ impl Config {
                 ["qos", "trust", _] => set_child(node, "qos trust ", line),
                 ["no", "qos", "trust", ..] => remove_children(node, "qos trust "),
                 ["tx-queue" | "uc-tx-queue", queue] => {
-                    let Ok(queue) = queue.parse::<u8>() else {
-                        return Some(Err("Invalid input (queue)".into()));
-                    };
-                    if queue > 7 {
-                        return Some(Err("Invalid input (queue)".into()));
+                    if let Err(e) = enter_queue(node, path, queue, line) {
+                        return Some(Err(e));
                     }
-                    let children = node.children();
-                    let index = match children.iter().position(|c| c.text() == line) {
-                        Some(i) => i,
-                        None => {
-                            // EOS lists tx-queues highest first.
-                            let at = children
-                                .iter()
-                                .position(|c| queue_number(c.text()).is_some_and(|q| q < queue))
-                                .unwrap_or(children.len());
-                            children.insert(at, Node::line(line));
-                            at
-                        }
-                    };
-                    path.push(index);
                 }
                 _ => return None,
             }
@@ -385,6 +371,12 @@ impl Config {
             match words.as_slice() {
                 ["service-profile", _] => set_child(node, "service-profile ", line),
                 ["no", "service-profile", ..] => remove_children(node, "service-profile "),
+                // An interface's own queue settings override its profile's.
+                ["tx-queue" | "uc-tx-queue", queue] => {
+                    if let Err(e) = enter_queue(node, path, queue, line) {
+                        return Some(Err(e));
+                    }
+                }
                 _ => return None,
             }
             return Some(Ok(()));
@@ -515,13 +507,50 @@ impl Config {
     }
 }
 
+/// Sub-mode lines, as EOS prints them: a nested block (a `tx-queue`) after a `!` line
+/// of its own indent; a `tx-queue` left with only defaults is not printed.
 fn render_children(children: &[Node], depth: usize, out: &mut String) {
+    let indent = "   ".repeat(depth);
     for child in children {
         if let Node::Line { text, children } = child {
-            out.push_str(&format!("{}{text}\n", "   ".repeat(depth)));
+            if queue_number(text).is_some() && children.is_empty() {
+                continue;
+            }
+            if !children.is_empty() {
+                out.push_str(&format!("{indent}!\n"));
+            }
+            out.push_str(&format!("{indent}{text}\n"));
             render_children(children, depth + 1, out);
         }
     }
+}
+
+/// Enters (adding it if needed) the `tx-queue` block `line` under `node`; EOS lists
+/// tx-queues in ascending order.
+fn enter_queue(
+    node: &mut Node,
+    path: &mut Vec<usize>,
+    queue: &str,
+    line: &str,
+) -> Result<(), String> {
+    let queue = match queue.parse::<u8>() {
+        Ok(q) if q <= 7 => q,
+        _ => return Err("Invalid input (queue)".into()),
+    };
+    let children = node.children();
+    let index = match children.iter().position(|c| c.text() == line) {
+        Some(i) => i,
+        None => {
+            let at = children
+                .iter()
+                .position(|c| queue_number(c.text()).is_some_and(|q| q > queue))
+                .unwrap_or(children.len());
+            children.insert(at, Node::line(line));
+            at
+        }
+    };
+    path.push(index);
+    Ok(())
 }
 
 fn queue_number(text: &str) -> Option<u8> {

@@ -15,7 +15,13 @@
 //!   and `red enable` (Not-ECT packets are dropped) on gradient queues, and none on the
 //!   control queue;
 //! - `vrf default router static PREFIX via NH` inside the plan's scope; a discard is
-//!   `via blackhole`.
+//!   `via blackhole`;
+//! - on the plan's ports, no profile of their own for what `default-global` sets
+//!   (`interface swp31 qos egress-scheduler profile uplinks` overrides it there): such
+//!   a binding is unset. Other interface QoS (PFC, shaping, remarking) is left alone.
+//!
+//! A route written with `distance N via …` is another route (a floating one) and is
+//! left alone, like routes in other VRFs.
 //!
 //! Keys sharing a value go in one command (`dscp 0-31,38-45 switch-priority 0`), as
 //! NVUE prints them: every `nv` call costs a round trip to the NVUE daemon.
@@ -23,6 +29,8 @@
 //! Units: bytes, exactly. Running configs may spell the thresholds
 //! `min-threshold-bytes`/`max-threshold-bytes` and list classes as `4,5,7` or `0-3`.
 
+mod commands;
+mod interfaces;
 pub(crate) mod push;
 mod render;
 
@@ -49,6 +57,38 @@ pub enum Key {
     Scheduler(u8),
     Congestion(u8),
     Route(Ipv4Net),
+    /// A plan's port bound to a profile of its own, in place of `default-global`.
+    PortProfile(String, Profile),
+}
+
+/// The interface QoS bindings that replace what the plan sets in `default-global`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Profile {
+    Mapping,
+    EgressQueueMapping,
+    EgressScheduler,
+    CongestionControl,
+}
+
+impl Profile {
+    fn of(word: &str) -> Option<Profile> {
+        Some(match word {
+            "mapping" => Profile::Mapping,
+            "egress-queue-mapping" => Profile::EgressQueueMapping,
+            "egress-scheduler" => Profile::EgressScheduler,
+            "congestion-control" => Profile::CongestionControl,
+            _ => return None,
+        })
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Profile::Mapping => "mapping",
+            Profile::EgressQueueMapping => "egress-queue-mapping",
+            Profile::EgressScheduler => "egress-scheduler",
+            Profile::CongestionControl => "congestion-control",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +118,7 @@ impl fmt::Display for Key {
             Key::Scheduler(q) => write!(f, "traffic-class {q} scheduler"),
             Key::Congestion(q) => write!(f, "traffic-class {q} congestion-control"),
             Key::Route(prefix) => write!(f, "route {prefix}"),
+            Key::PortProfile(port, kind) => write!(f, "{port} qos {} profile", kind.word()),
         }
     }
 }
@@ -166,10 +207,12 @@ impl Driver for Cumulus {
             items.insert(Key::Scheduler(q), Value::Word("dwrr".into()));
         }
         let mut routes: Items<Key, NextHops> = Items::new();
-        for (index, raw) in running.lines().enumerate() {
-            let line = raw.trim();
+        let commands = commands::commands(running)
+            .map_err(|line| parse_error(intent, line, "a quote that never closes"))?;
+        for command in commands {
+            let line = command.text.trim();
             let words: Vec<&str> = line.split_whitespace().collect();
-            let fail = |message: String| parse_error(intent, index + 1, message);
+            let fail = |message: String| parse_error(intent, command.line, message);
             // `nv config show -o commands` prints nothing but `nv` commands; anything
             // else is another form (the YAML of `nv config show`, JSON) that would
             // otherwise read as an empty switch.
@@ -293,6 +336,24 @@ impl Driver for Cumulus {
                             "red" => c.red = Some(*value == "enable"),
                             _ => {}
                         }
+                    }
+                }
+                ["nv", "set", "interface", ids, "qos", kind, "profile", name]
+                    if *name != "default-global" =>
+                {
+                    let Some(kind) = Profile::of(kind) else {
+                        continue;
+                    };
+                    for port in intent
+                        .qos
+                        .ports
+                        .iter()
+                        .filter(|p| interfaces::covers(ids, p))
+                    {
+                        items.insert(
+                            Key::PortProfile(port.clone(), kind),
+                            Value::Word(name.to_string()),
+                        );
                     }
                 }
                 // `nv config show -o commands` prints a next hop with its attributes

@@ -40,6 +40,8 @@ struct View<'a> {
     /// Traffic classes whose congestion control goes.
     congestion_off: Option<String>,
     routes: Vec<RouteLine>,
+    /// (port, binding) pairs to unset.
+    port_profiles: Vec<(String, &'static str)>,
 }
 
 impl<'a> View<'a> {
@@ -51,6 +53,7 @@ impl<'a> View<'a> {
         let mut congestion = Vec::new();
         let mut congestion_off = Vec::new();
         let mut routes = Vec::new();
+        let mut port_profiles = Vec::new();
         for change in changes {
             match (change.key(), change.to()) {
                 (Key::Trust, Some(Value::Word(t))) => trust = Some(t.clone()),
@@ -61,6 +64,9 @@ impl<'a> View<'a> {
                     congestion.extend(c.attributes().into_iter().map(|a| (*q, a)));
                 }
                 (Key::Congestion(q), None) => congestion_off.push(*q),
+                (Key::PortProfile(port, kind), None) => {
+                    port_profiles.push((port.clone(), kind.word()));
+                }
                 (Key::Route(prefix), _) => {
                     routes.extend(route_lines(
                         *prefix,
@@ -84,6 +90,7 @@ impl<'a> View<'a> {
                 .collect(),
             congestion_off: (!congestion_off.is_empty()).then(|| ranges(&congestion_off).join(",")),
             routes,
+            port_profiles,
         }
     }
 }

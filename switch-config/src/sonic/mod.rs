@@ -18,8 +18,14 @@
 //! is also an item: a table the plan needs but the switch lacks is created first.
 //!
 //! Spelling is not a difference: references written the old way (`[SCHEDULER|x]`) and
-//! route keys without `default|` compare equal to the plan's. `QUEUE` entries keyed by a
-//! range of queues (`Ethernet0|3-4`) are not read; mltctl writes one entry per queue.
+//! route keys without `default|` compare equal to the plan's.
+//!
+//! One entry may set several ports or queues: `QUEUE|Ethernet0|3-4` (older QoS
+//! templates), `Ethernet0,Ethernet4|3` and `PORT_QOS_MAP|Ethernet0,Ethernet4` (SONiC
+//! before 2019). When such an entry covers one of the plan's ports or queues, the plan's
+//! own entry would compete with it (orchagent applies both, in no set order), so the
+//! shared entry is split: removed, and written again for what is not the plan's, with
+//! the same fields — a foreign port or queue keeps its settings.
 
 pub(crate) mod push;
 mod render;
@@ -29,7 +35,7 @@ use std::fmt;
 use serde_json::{Map, Value as Json, json};
 
 use crate::items::{Change, Items};
-use crate::text::{NextHop, NextHops, add_route, parse_error, planned_routes};
+use crate::text::{NextHop, NextHops, add_route, number_list, parse_error, planned_routes, ranges};
 use crate::{Driver, Error, SwitchIntent};
 
 pub struct Sonic;
@@ -37,6 +43,8 @@ pub struct Sonic;
 const MAP: &str = "MLT";
 const SCHEDULER: &str = "MLT_STRICT";
 const OWNED_PREFIX: &str = "MLT_";
+/// The highest queue index a QUEUE key may name (unicast and multicast queues).
+const MAX_QUEUE: u32 = 63;
 
 const TABLES: [Table; 7] = [
     Table::DscpToTcMap,
@@ -92,6 +100,9 @@ pub enum Value {
         hops: NextHops,
         key: String,
     },
+    /// An entry shared by the plan's ports or queues and others (never planned): the
+    /// entries that replace it for the others, with their fields.
+    Shared(Vec<(String, Map<String, Json>)>),
 }
 
 /// Whether a table exists (running) or must exist (plan).
@@ -143,6 +154,17 @@ impl fmt::Display for Value {
             Value::Table(Presence::Absent) => f.write_str("absent"),
             Value::Field(v) => f.write_str(v),
             Value::Route { hops, .. } => write!(f, "{hops}"),
+            Value::Shared(kept) if kept.is_empty() => {
+                f.write_str("shared with the plan's entries; split, nothing else to keep")
+            }
+            Value::Shared(kept) => {
+                let names: Vec<&str> = kept.iter().map(|(k, _)| k.as_str()).collect();
+                write!(
+                    f,
+                    "shared with the plan's entries; split, keeping {}",
+                    names.join(", ")
+                )
+            }
         }
     }
 }
@@ -276,19 +298,50 @@ impl Driver for Sonic {
             }
         }
         let ports = &intent.qos.ports;
+        let planned_port = |port: &str| ports.iter().any(|p| p == port);
+        let planned_queue = |port: &str, q: u32| {
+            planned_port(port) && intent.qos.queues.iter().any(|o| u32::from(o.queue) == q)
+        };
         let queue_fields: &[&str] = &["scheduler", "wred_profile"];
-        for (name, object) in table(Table::Queue.name()).into_iter().flatten() {
-            let (Some((port, queue)), Some(object)) = (name.rsplit_once('|'), object.as_object())
+        let queue_table = table(Table::Queue.name());
+        for (name, object) in queue_table.into_iter().flatten() {
+            let (Some((port_list, queue_list)), Some(object)) =
+                (name.rsplit_once('|'), object.as_object())
             else {
                 continue;
             };
-            let Ok(queue) = queue.parse::<u8>() else {
+            let Ok(queues) = number_list(queue_list, MAX_QUEUE) else {
                 continue;
             };
-            let planned = ports.iter().any(|p| p == port)
-                && intent.qos.queues.iter().any(|q| q.queue == queue);
-            if planned {
+            let members: Vec<&str> = port_list.split(',').collect();
+            if let ([port], [queue]) = (members.as_slice(), queues.as_slice())
+                && planned_queue(port, *queue)
+                && *name == format!("{port}|{queue}")
+            {
                 add_object(&mut items, Table::Queue, name, object, Some(queue_fields));
+                continue;
+            }
+            if members
+                .iter()
+                .any(|p| queues.iter().any(|q| planned_queue(p, *q)))
+            {
+                let fields = without_references(object);
+                let mut kept = Vec::new();
+                for port in &members {
+                    let rest: Vec<u8> = queues
+                        .iter()
+                        .filter(|q| !planned_queue(port, **q))
+                        .map(|q| *q as u8)
+                        .collect();
+                    for run in ranges(&rest) {
+                        let key = format!("{port}|{run}");
+                        // An entry of its own already sets it, and stays as it is.
+                        if queue_table.is_none_or(|t| !t.contains_key(&key)) {
+                            kept.push((key, fields.clone()));
+                        }
+                    }
+                }
+                items.insert(object_key(Table::Queue, name), Value::Shared(kept));
                 continue;
             }
             // Another queue pointing at the plan's scheduler or profiles: those fields
@@ -309,15 +362,16 @@ impl Driver for Sonic {
             }
         }
         let map_fields = ["dscp_to_tc_map", "tc_to_queue_map"];
-        for (port, object) in table(Table::PortQosMap.name()).into_iter().flatten() {
+        let map_table = table(Table::PortQosMap.name());
+        for (name, object) in map_table.into_iter().flatten() {
             let Some(object) = object.as_object() else {
                 continue;
             };
-            if ports.contains(port) {
+            if planned_port(name) {
                 add_object(
                     &mut items,
                     Table::PortQosMap,
-                    port,
+                    name,
                     object,
                     Some(&map_fields),
                 );
@@ -325,7 +379,39 @@ impl Driver for Sonic {
             }
             // `global` is the switch-wide default binding (sonic-port-qos-map.yang), not a
             // port: whatever it binds is the switch's, never the plan's to remove.
-            if port == "global" {
+            if name == "global" {
+                continue;
+            }
+            let members: Vec<&str> = name.split(',').collect();
+            if members.iter().any(|p| planned_port(p)) {
+                let mut kept = Vec::new();
+                for port in members {
+                    if map_table.is_some_and(|t| t.contains_key(port)) {
+                        continue;
+                    }
+                    let ours = planned_port(port);
+                    // A plan's port keeps its other fields (PFC and the like) and gets
+                    // the plan's maps on top; another port loses only the plan's maps.
+                    let fields: Map<String, Json> = object
+                        .iter()
+                        .filter(|(field, value)| {
+                            !map_fields.contains(&field.as_str())
+                                || (!ours && normalise(value) != MAP)
+                        })
+                        .map(|(f, v)| (f.clone(), v.clone()))
+                        .collect();
+                    if ours {
+                        if fields.is_empty() {
+                            continue;
+                        }
+                        items.insert(
+                            object_key(Table::PortQosMap, port),
+                            Value::Object(port.to_string()),
+                        );
+                    }
+                    kept.push((port.to_string(), fields));
+                }
+                items.insert(object_key(Table::PortQosMap, name), Value::Shared(kept));
                 continue;
             }
             // Another port bound to the plan's maps: those fields are stale.
@@ -333,7 +419,7 @@ impl Driver for Sonic {
                 if let Some(value) = object.get(field).map(normalise).filter(|v| v == MAP) {
                     let key = Key {
                         table: Table::PortQosMap,
-                        object: port.clone(),
+                        object: name.clone(),
                         field: Some(field.into()),
                     };
                     items.insert(key, Value::Field(value));
@@ -348,26 +434,11 @@ impl Driver for Sonic {
                 continue;
             }
             let field = |f: &str| object.get(f).map(normalise).unwrap_or_default();
-            let canonical = format!("default|{prefix}");
-            if field("blackhole").split(',').any(|b| b == "true") {
+            for hop in route_hops(&field) {
                 add_route(
                     &mut routes,
-                    (canonical.clone(), name.clone()),
-                    NextHop::Discard,
-                );
-            }
-            for hop in field("nexthop").split(',').filter(|h| !h.is_empty()) {
-                add_route(
-                    &mut routes,
-                    (canonical.clone(), name.clone()),
-                    NextHop::parse(hop, &[]),
-                );
-            }
-            if !field("ifname").is_empty() {
-                add_route(
-                    &mut routes,
-                    (canonical, name.clone()),
-                    NextHop::Other(format!("dev {}", field("ifname"))),
+                    (format!("default|{prefix}"), name.clone()),
+                    hop,
                 );
             }
         }
@@ -412,6 +483,63 @@ fn add_object(
     }
 }
 
+/// The next hops of one STATIC_ROUTE entry. Its fields are comma lists aligned by
+/// position (sonic-static-route.yang; `config route add` writes all of them, `","`
+/// when two hops have no interface): hop i is `nexthop[i]` out of `ifname[i]`, or a
+/// discard when `blackhole[i]` is true (the CLI's discard also says `ifname: null`).
+/// A hop with an interface, a distance or another VRF is not a form the plan writes.
+fn route_hops(field: &dyn Fn(&str) -> String) -> Vec<NextHop> {
+    let lists: Vec<Vec<String>> = ["nexthop", "ifname", "blackhole", "distance", "nexthop-vrf"]
+        .iter()
+        .map(|f| field(f).split(',').map(|v| v.trim().to_string()).collect())
+        .collect();
+    let count = lists.iter().map(Vec::len).max().unwrap_or(0);
+    let at = |list: usize, i: usize| lists[list].get(i).map_or("", String::as_str);
+    (0..count)
+        .filter_map(|i| {
+            let (address, interface, blackhole) = (at(0, i), at(1, i), at(2, i));
+            let (distance, vrf) = (at(3, i), at(4, i));
+            if blackhole == "true" {
+                return Some(NextHop::Discard);
+            }
+            let mut form: Vec<String> = Vec::new();
+            if !address.is_empty() {
+                form.push(address.into());
+            }
+            if !interface.is_empty() && interface != "null" {
+                form.push(format!("dev {interface}"));
+            }
+            if form.is_empty() {
+                return None;
+            }
+            if !matches!(distance, "" | "0") {
+                form.push(format!("distance {distance}"));
+            }
+            if !matches!(vrf, "" | "default") {
+                form.push(format!("nexthop-vrf {vrf}"));
+            }
+            Some(NextHop::parse(&form.join(" "), &[]))
+        })
+        .collect()
+}
+
+/// An entry's fields without its references to the plan's objects.
+fn without_references(object: &Map<String, Json>) -> Map<String, Json> {
+    object
+        .iter()
+        .filter(|(_, value)| !normalise(value).starts_with(OWNED_PREFIX))
+        .map(|(f, v)| (f.clone(), v.clone()))
+        .collect()
+}
+
+fn object_key(table: Table, name: &str) -> Key {
+    Key {
+        table,
+        object: name.to_string(),
+        field: None,
+    }
+}
+
 fn table_key(table: Table) -> Key {
     Key {
         table,
@@ -446,6 +574,36 @@ fn normalise(value: &Json) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hops(fields: &[(&str, &str)]) -> Vec<String> {
+        let field = |f: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| *k == f)
+                .map_or(String::new(), |(_, v)| v.to_string())
+        };
+        route_hops(&field).iter().map(|h| h.to_string()).collect()
+    }
+
+    #[test]
+    fn static_route_fields_are_read_by_position() {
+        // As `config route add` writes them (sonic-utilities tests/static_routes_test.py).
+        let ecmp = [
+            ("nexthop", "10.0.0.1,10.0.0.3"),
+            ("ifname", ","),
+            ("blackhole", "false,false"),
+            ("distance", "0,0"),
+            ("nexthop-vrf", ","),
+        ];
+        assert_eq!(hops(&ecmp), ["10.0.0.1", "10.0.0.3"]);
+        let discard = [("nexthop", ""), ("ifname", "null"), ("blackhole", "true")];
+        assert_eq!(hops(&discard), ["discard"]);
+        let bound = [("nexthop", "10.0.0.1,10.0.0.3"), ("ifname", "Ethernet0,")];
+        assert_eq!(hops(&bound), ["10.0.0.1 dev Ethernet0", "10.0.0.3"]);
+        assert_eq!(hops(&[("ifname", "Ethernet4")]), ["dev Ethernet4"]);
+        let floating = [("nexthop", "10.0.0.1"), ("distance", "200")];
+        assert_eq!(hops(&floating), ["10.0.0.1 distance 200"]);
+    }
 
     #[test]
     fn references_and_booleans_have_one_spelling() {

@@ -73,6 +73,7 @@ fn config_db<'a>(
 /// additions and replacements (referenced tables first).
 fn patch(changes: &[Change<Key, Value>]) -> String {
     let mut removals = Vec::new();
+    let mut splits = Vec::new();
     let mut updates = Vec::new();
     let mut by_object: BTreeMap<(Table, &str), Vec<&Change<Key, Value>>> = BTreeMap::new();
     for change in changes {
@@ -114,6 +115,17 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
                 updates.push(
                     json!({"op": "replace", "path": path(key, None), "value": route_fields(hops)}),
                 );
+            }
+            // The shared entry goes, and what it set for others comes back entry by
+            // entry before the plan's own fields land on its ports.
+            Some(Change::Remove {
+                from: Value::Shared(kept),
+                ..
+            }) => {
+                removals.push((table, json!({"op": "remove", "path": path(object, None)})));
+                for (name, fields) in kept {
+                    splits.push(json!({"op": "add", "path": path(name, None), "value": fields}));
+                }
             }
             Some(Change::Remove {
                 from: Value::Route { key, .. } | Value::Object(key),
@@ -163,6 +175,7 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
     let patch: Vec<Json> = removals
         .into_iter()
         .map(|(_, op)| op)
+        .chain(splits)
         .chain(updates)
         .collect();
     let mut text = serde_json::to_string_pretty(&patch).expect("a patch serializes");

@@ -21,7 +21,14 @@ const PREVIOUS: &str = "confirm-previous";
 const TIMER: &str = "nv-confirm";
 
 /// Path words whose next word is a member of a list, not a value.
-const LISTS: &[&str] = &["via", "address", "vlan", "neighbor"];
+const LISTS: &[&str] = &[
+    "via",
+    "address",
+    "vlan",
+    "neighbor",
+    "type",
+    "address-family",
+];
 /// Path words whose next word may be a list or range of keys.
 const RANGED: &[&str] = &["dscp", "traffic-class", "switch-priority", "interface"];
 
@@ -204,7 +211,7 @@ fn sort_key(words: &[String]) -> Vec<(u64, String)> {
 }
 
 fn set(revision: &mut Revision, path: &[String]) -> Result<(), String> {
-    for leaf in expand(path)? {
+    for leaf in expand(path)?.into_iter().flat_map(with_defaults) {
         check(&leaf)?;
         let n = leaf.len();
         if n >= 2 && !LISTS.contains(&leaf[n - 2].as_str()) {
@@ -214,6 +221,28 @@ fn set(revision: &mut Revision, path: &[String]) -> Result<(), String> {
         revision.insert(sort_key(&leaf), leaf);
     }
     Ok(())
+}
+
+/// A static route's next hop gets its type, and the route its address family, as NVUE
+/// fills them in (and `nv config show -o commands` prints them): `via 10.0.0.1` is
+/// `via 10.0.0.1 type ipv4-address`, `via blackhole` is `type blackhole`.
+fn with_defaults(leaf: Vec<String>) -> Vec<Vec<String>> {
+    let w: Vec<&str> = leaf.iter().map(String::as_str).collect();
+    let (route, hop) = match w.as_slice() {
+        ["vrf", _, "router", "static", _, "via", hop, ..] => (&leaf[..5], *hop),
+        ["vrf", _, "router", "static", _, "address-family", ..] => return vec![leaf],
+        _ => return vec![leaf],
+    };
+    let kind = if hop == "blackhole" {
+        "blackhole"
+    } else {
+        "ipv4-address"
+    };
+    let mut family = route.to_vec();
+    family.extend(["address-family".into(), "ipv4-unicast".into()]);
+    let mut typed = route.to_vec();
+    typed.extend(["via".into(), hop.into(), "type".into(), kind.into()]);
+    vec![family, typed]
 }
 
 fn unset(revision: &mut Revision, path: &[String]) -> Result<(), String> {
@@ -316,10 +345,33 @@ fn check(leaf: &[String]) -> Result<(), String> {
                     _ => false,
                 }
         }
-        ["vrf", _, "router", "static", prefix, "via", hop] => {
+        [
+            "vrf",
+            _,
+            "router",
+            "static",
+            prefix,
+            "via",
+            hop,
+            "type",
+            kind,
+        ] => {
             prefix.parse::<ipnet::Ipv4Net>().is_ok()
-                && (*hop == "blackhole" || hop.parse::<std::net::Ipv4Addr>().is_ok())
+                && match *kind {
+                    "blackhole" => *hop == "blackhole",
+                    "ipv4-address" => hop.parse::<std::net::Ipv4Addr>().is_ok(),
+                    _ => false,
+                }
         }
+        [
+            "vrf",
+            _,
+            "router",
+            "static",
+            prefix,
+            "address-family",
+            "ipv4-unicast",
+        ] => prefix.parse::<ipnet::Ipv4Net>().is_ok(),
         ["qos", ..] => false,
         _ => true,
     };

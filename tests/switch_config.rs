@@ -1210,10 +1210,7 @@ impl Owned<'_> {
             ["DSCP_TO_TC_MAP" | "TC_TO_QUEUE_MAP", "MLT"] => true,
             ["SCHEDULER" | "WRED_PROFILE", name] => name.starts_with("MLT_"),
             ["QUEUE", port, queue] => self.port(port) && self.queue(queue),
-            ["STATIC_ROUTE", rest @ ..] => match rest {
-                [prefix] | ["default", prefix] => self.route(prefix),
-                _ => false,
-            },
+            ["STATIC_ROUTE", prefix] | ["STATIC_ROUTE", "default", prefix] => self.route(prefix),
             _ => false,
         }
     }

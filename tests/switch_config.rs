@@ -452,15 +452,15 @@ const CASES: &[Case] = &[
                 "minimum-absolute 100 maximum-absolute 1000",
             ),
             ("   interface ethernet 1/1 description h3\n", ""),
-            ("   ip route 192.168.70.0 /24 172.16.0.4\n", ""),
+            ("   ip route vrf default 192.168.70.0/24 172.16.0.4\n", ""),
             (
                 "snmp-server community public ro",
                 "snmp-server community private ro",
             ),
         ],
         stale: (
-            "   ip route 192.168.70.0 /24 172.16.0.4\n",
-            "   ip route 10.200.0.64 /30 172.16.0.4\n",
+            "   ip route vrf default 192.168.70.0/24 172.16.0.4\n",
+            "   ip route vrf default 10.200.0.64/30 172.16.0.4\n",
             "- route 10.200.0.64/30: via 172.16.0.4",
             "no ip route 10.200.0.64 /30 172.16.0.4\n",
         ),

@@ -1,9 +1,13 @@
 //! NVIDIA Onyx (MLNX-OS), as its manuals describe it.
 //!
-//! - Configuration is one line per command; `show running-config` prints what is set,
-//!   port by port (a command given for a port range applies to each port), leaving
-//!   out settings at their defaults (trust L2, DSCP D in priority D/8, priority P in
-//!   class P).
+//! - Configuration is one line per command; `show running-config` prints what is set
+//!   in `##` sections, leaving out settings at their defaults (trust L2, DSCP D in
+//!   priority D/8, priority P in class P). A command given for a port range applies to
+//!   each port; the print groups lines by command, then folds the ports that share one
+//!   into ranges (`interface ethernet 1/1-1/2 qos trust L3`), one DSCP per map line.
+//!   Positive commands are indented three spaces, `no …` commands are flush left.
+//!   Static routes print with their VRF and the prefix in CIDR form
+//!   (`ip route vrf default 10.1.1.0/24 172.16.0.4`), whichever form they were given in.
 //! - `enable`, then `configure terminal`; each command takes effect at once — there is
 //!   no candidate and no commit timer. `configuration write` saves.
 //! - QoS per port: `qos trust L2|L3|both`, `qos map dscp D… to switch-priority P`
@@ -131,10 +135,56 @@ impl Config {
     }
 
     fn render(&self) -> String {
-        let mut out = String::from("##\n## Running database \"initial\"\n##\n\n");
-        for line in self.lines.values() {
-            out.push_str(&format!("   {line}\n"));
+        let print = |line: &str| {
+            if line.starts_with("no ") {
+                format!("{line}\n")
+            } else {
+                format!("   {line}\n")
+            }
+        };
+        let section = |title: &str, lines: &[String]| {
+            let body: String = lines.iter().map(|l| print(l)).collect();
+            format!("##\n## {title}\n##\n{body}\n")
+        };
+        let mut others = Vec::new();
+        let mut routes = Vec::new();
+        // (command kind, its number, what follows the port) → ports, in order.
+        let mut commands: BTreeMap<(u8, u32, String), Vec<Port>> = BTreeMap::new();
+        for (key, line) in &self.lines {
+            let (rank, number, port) = match key {
+                Key::Other(_) => {
+                    others.push(line.clone());
+                    continue;
+                }
+                Key::Route(..) => {
+                    routes.push(line.clone());
+                    continue;
+                }
+                Key::Trust(port) => (0, 0, port),
+                Key::Dscp(port, d) => (1, *d, port),
+                Key::Bind(port, p) => (2, *p, port),
+                Key::Ets(port, c) => (3, *c, port),
+                Key::Congestion(port, c) => (4, *c, port),
+            };
+            let command = line.splitn(4, ' ').nth(3).unwrap_or_default().to_string();
+            commands
+                .entry((rank, number, command))
+                .or_default()
+                .push(*port);
         }
+        let qos: Vec<String> = commands
+            .into_iter()
+            .flat_map(|((_, _, command), ports)| {
+                folded(&ports)
+                    .into_iter()
+                    .map(move |ports| format!("interface ethernet {ports} {command}"))
+            })
+            .collect();
+        let mut out = String::from("##\n## Running database \"initial\"\n##\n\n");
+        out.push_str(&others.iter().map(|l| print(l)).collect::<String>());
+        out.push('\n');
+        out.push_str(&section("QoS switch configuration", &qos));
+        out.push_str(&section("Other IP configuration", &routes));
         out
     }
 
@@ -151,18 +201,7 @@ impl Config {
             }
             ["ip", "route", rest @ ..] => {
                 let (vrf, prefix, hop) = route(rest).ok_or_else(invalid)?;
-                let text = match vrf.as_str() {
-                    "default" => format!(
-                        "ip route {} /{} {hop}",
-                        prefix.network(),
-                        prefix.prefix_len()
-                    ),
-                    other => format!(
-                        "ip route vrf {other} {} /{} {hop}",
-                        prefix.network(),
-                        prefix.prefix_len()
-                    ),
-                };
+                let text = format!("ip route vrf {vrf} {prefix} {hop}");
                 self.lines.insert(Key::Route(vrf, prefix, hop), text);
                 Ok(())
             }
@@ -271,6 +310,28 @@ impl Config {
         }
         Some(())
     }
+}
+
+/// Ports as Onyx prints them: consecutive ports of one slot as one range (`1/1-1/2`).
+fn folded(ports: &[Port]) -> Vec<String> {
+    let mut sorted = ports.to_vec();
+    sorted.sort_unstable();
+    let mut runs: Vec<(Port, Port)> = Vec::new();
+    for port in sorted {
+        match runs.last_mut() {
+            Some((_, last)) if last.0 == port.0 && last.1 + 1 == port.1 => *last = port,
+            _ => runs.push((port, port)),
+        }
+    }
+    runs.into_iter()
+        .map(|(a, b)| {
+            if a == b {
+                format!("{}/{}", a.0, a.1)
+            } else {
+                format!("{}/{}-{}/{}", a.0, a.1, b.0, b.1)
+            }
+        })
+        .collect()
 }
 
 /// `1/1`, `1/1-1/4`.

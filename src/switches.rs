@@ -112,6 +112,12 @@ pub enum DiffError {
         #[source]
         source: InputError,
     },
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Error,
+    },
     #[error(transparent)]
     Switch(#[from] Error),
 }
@@ -142,8 +148,18 @@ pub fn diff_all(plan: &Plan, dir: &Path) -> Vec<Result<Compared, DiffError>> {
                     })?),
                     None => None,
                 };
+            let diff =
+                switch_config::diff(&switch.intent, text.as_deref()).map_err(
+                    |source| match &path {
+                        Some(path) => DiffError::Parse {
+                            path: path.clone(),
+                            source,
+                        },
+                        None => DiffError::Switch(source),
+                    },
+                )?;
             Ok(Compared {
-                diff: switch_config::diff(&switch.intent, text.as_deref())?,
+                diff,
                 running: path,
             })
         })

@@ -663,7 +663,10 @@ fn a_running_file_in_another_form_is_an_error() {
         assert_eq!(out.status.code(), Some(1), "{file}");
         assert_eq!(
             text(&out.stderr),
-            format!("mltctl: cannot compare 1 switch(es):\n  {message}\n"),
+            format!(
+                "mltctl: cannot compare 1 switch(es):\n  {}: {message}\n",
+                dir.join(file).display()
+            ),
             "{file}"
         );
         std::fs::write(dir.join(file), saved).unwrap();

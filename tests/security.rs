@@ -221,7 +221,10 @@ fn ranges_in_running_configs_are_bounded_by_their_domain() {
         assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
         assert_eq!(
             text(&out.stderr),
-            format!("mltctl: cannot compare 1 switch(es):\n  {message}\n")
+            format!(
+                "mltctl: cannot compare 1 switch(es):\n  {}: {message}\n",
+                running.join(file).display()
+            )
         );
     }
 }

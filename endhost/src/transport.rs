@@ -182,7 +182,7 @@ impl Transport {
             line_bps: config.local.line_rate_mbps as f64 * 1e6,
             tagging: config.job.tagging.clone(),
             paths: paths.iter().map(Vec::len).collect(),
-            early_exit: config.job.timeouts.adaptive,
+            early_exit: config.job.timeouts.early_exit,
         };
         let timeouts = config.job.timeouts;
         let thread_wake = wake.clone();

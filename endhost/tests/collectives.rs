@@ -11,7 +11,7 @@ use sim::{Faults, Sim, result_of};
 
 const STRICT: Timeouts = Timeouts {
     phase_ms: 60_000,
-    adaptive: false,
+    early_exit: false,
 };
 
 fn algorithm(code: u8, world: u16) -> Algorithm {
@@ -33,7 +33,12 @@ fn run_allreduce(
     faults: Faults,
     seed: u64,
 ) -> Vec<Completion> {
-    let mut sim = Sim::new(world, faults, seed, STRICT);
+    // The job's defaults, with room for the slowest simulated case.
+    let timeouts = Timeouts {
+        phase_ms: 60_000,
+        ..Timeouts::default()
+    };
+    let mut sim = Sim::new(world, faults, seed, timeouts);
     let mut ops = Vec::new();
     for rank in 0..world {
         let spec = Allreduce {
@@ -77,6 +82,7 @@ proptest! {
         }
     }
 
+    /// With the job's default timeouts (early exit off).
     #[test]
     fn with_a_loss_bound_every_receive_gets_at_least_one_minus_p(
         world in 2u16..6,
@@ -233,7 +239,7 @@ fn point_to_point_send_and_receive_pair_up_in_order() {
 fn a_silent_peer_fails_the_collective_within_its_timeout() {
     let timeouts = Timeouts {
         phase_ms: 2_000,
-        adaptive: false,
+        early_exit: false,
     };
     let mut sim = Sim::new(3, Faults::NONE, 1, timeouts);
     // Ranks 0 and 1 start; rank 2 never does.
@@ -272,12 +278,12 @@ fn early_exit_ends_a_receive_short_of_its_bound_only_when_allowed() {
         jitter_ns: 0,
         drop_retransmits: true,
     };
-    let adaptive = Timeouts {
+    let early_exit = Timeouts {
         phase_ms: 20_000,
-        adaptive: true,
+        early_exit: true,
     };
     // With a bound above 0, the receive ends after the grace, short of 1 − p, counted.
-    let mut sim = Sim::new(2, faults, 3, adaptive);
+    let mut sim = Sim::new(2, faults, 3, early_exit);
     let send = sim.engines[0].post_send(0, 1, 1, vec![1.0; 20_000], 0);
     let recv = sim.engines[1].post_recv(0, 0, 1, 20_000, 0.05);
     let completions = sim.run(30_000_000_000);
@@ -293,7 +299,7 @@ fn early_exit_ends_a_receive_short_of_its_bound_only_when_allowed() {
         3,
         Timeouts {
             phase_ms: 500,
-            adaptive: true,
+            early_exit: true,
         },
     );
     sim.engines[0].post_send(0, 1, 1, vec![1.0; 20_000], 0);
@@ -301,6 +307,22 @@ fn early_exit_ends_a_receive_short_of_its_bound_only_when_allowed() {
     let completions = sim.run(30_000_000_000);
     let error = result_of(&completions[1], recv).result.clone().unwrap_err();
     assert!(error.0.contains("no progress for 500 ms"), "{error}");
+    // By default (early exit off) a bound above 0 is kept too: no receive ends short.
+    let mut sim = Sim::new(
+        2,
+        faults,
+        3,
+        Timeouts {
+            phase_ms: 500,
+            ..Timeouts::default()
+        },
+    );
+    sim.engines[0].post_send(0, 1, 1, vec![1.0; 20_000], 0);
+    let recv = sim.engines[1].post_recv(0, 0, 1, 20_000, 0.05);
+    let completions = sim.run(30_000_000_000);
+    let error = result_of(&completions[1], recv).result.clone().unwrap_err();
+    assert!(error.0.contains("no progress for 500 ms"), "{error}");
+    assert_eq!(sim.engines[1].endpoint().counters().bound_missed, 0);
 }
 
 #[test]
@@ -324,4 +346,61 @@ fn a_collective_started_after_a_peer_left_fails_at_once() {
         error.0.contains("rank 2 is gone (closed the connection)"),
         "{error}"
     );
+}
+
+/// The importance threshold belongs to the tensor, not to a pipelined piece: with the
+/// front of a tensor small (×1), a thin middle band medium (×10) and the back large
+/// (×100), the median packet is a medium one, so the front's packets go Not-ECT and
+/// the back's ECN-capable in every step — also in the steps that send reduced values,
+/// whose threshold follows how much the reduction grew them. A threshold per piece
+/// would mark about half of each.
+#[test]
+fn importance_is_judged_against_the_whole_tensor() {
+    let len = 40_000;
+    let (middle, back) = (len * 48 / 100, len * 52 / 100);
+    for algorithm in [Algorithm::Ring, Algorithm::Transpose] {
+        let world = 3;
+        let mut sim = Sim::new(world, Faults::NONE, 5, STRICT);
+        for rank in 0..world {
+            let mut rng = sim::Rng::new(u64::from(rank) + 11);
+            let data = (0..len)
+                .map(|i| {
+                    let magnitude = 0.5 + (rng.next() % 1000) as f32 / 1000.0;
+                    let sign = if rng.next().is_multiple_of(2) { 1.0 } else { -1.0 };
+                    let scale = match i {
+                        i if i < middle => 1.0,
+                        i if i < back => 10.0,
+                        _ => 100.0,
+                    };
+                    sign * magnitude * scale
+                })
+                .collect();
+            let spec = Allreduce {
+                tensor: 9,
+                data,
+                algorithm: algorithm.clone(),
+                group: None,
+                weights: None,
+                // Layers 0 and 3 are class 0, layer 7 class 1 (see sim::tagging).
+                layers: vec![(0, 0), (middle, 3), (back, 7)],
+                loss_bound: 0.0,
+            };
+            sim.engines[usize::from(rank)].allreduce(0, spec);
+        }
+        sim.run(60_000_000_000);
+        for engine in &sim.engines {
+            let counters = engine.endpoint().counters();
+            let fraction = |class: u8| {
+                counters
+                    .classes
+                    .iter()
+                    .find(|c| c.class == class)
+                    .map(|c| c.important_fraction)
+                    .expect("the class was sent")
+            };
+            // Class 0 holds the medium band too, about half of which is marked.
+            assert!(fraction(0) <= 0.1, "{algorithm:?}: front {}", fraction(0));
+            assert!(fraction(1) >= 0.97, "{algorithm:?}: back {}", fraction(1));
+        }
+    }
 }

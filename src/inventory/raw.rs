@@ -159,7 +159,7 @@ pub struct RateControl {
 #[serde(deny_unknown_fields)]
 pub struct Timeouts {
     pub phase_ms: Option<Spanned<u64>>,
-    pub adaptive: Option<bool>,
+    pub early_exit: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -151,15 +151,17 @@ impl Default for RateControl {
 pub struct Timeouts {
     /// Hard limit for one phase of a collective.
     pub phase_ms: u32,
-    /// Shorten the limit from observed completion times (OptiReduce's adaptive timeout).
-    pub adaptive: bool,
+    /// OptiReduce-style early exit: a receive may end short of 1 − p once its sender's
+    /// first pass is over and the rest is late (a tail cut). Off by default, so every
+    /// receive gets at least 1 − p (MLT §4.2.3).
+    pub early_exit: bool,
 }
 
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
             phase_ms: 10_000,
-            adaptive: true,
+            early_exit: false,
         }
     }
 }

@@ -37,7 +37,7 @@ pub fn configs(world: u32, base_port: u16) -> Vec<TransportConfig> {
         },
         timeouts: Timeouts {
             phase_ms: 3_000,
-            adaptive: false,
+            early_exit: false,
         },
         ports: Ports {
             data: base_port,

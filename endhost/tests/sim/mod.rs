@@ -117,7 +117,7 @@ impl Sim {
                     line_bps: 10e9,
                     tagging: tagging(8),
                     paths: vec![2; usize::from(world)],
-                    early_exit: timeouts.adaptive,
+                    early_exit: timeouts.early_exit,
                 };
                 // Small pieces, so that most collectives here are pipelined.
                 Engine::new(Endpoint::new(config, 0), timeouts).with_slice_elems(400)

@@ -357,7 +357,7 @@ impl Validator<'_> {
         );
         Some(Timeouts {
             phase_ms: phase_ms?,
-            adaptive: t.and_then(|t| t.adaptive).unwrap_or(d.adaptive),
+            early_exit: t.and_then(|t| t.early_exit).unwrap_or(d.early_exit),
         })
     }
 

@@ -10,9 +10,9 @@
 //!
 //! Timeouts: an operation that makes no progress (no transfer completes) for
 //! `phase_ms` fails with an error naming what it waits for — a dead peer never hangs a
-//! collective. With `adaptive`, the protocol core also ends a receive early once its
-//! sender's first pass is over and the missing data has not come within a grace
-//! learned from recent recoveries (see [`crate::proto`]).
+//! collective. With `early_exit` (off by default), the protocol core also ends a
+//! receive early once its sender's first pass is over and the missing data has not come
+//! within a grace learned from recent recoveries (see [`crate::proto`]).
 
 pub mod schedule;
 
@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use crate::config::Timeouts;
-use crate::proto::{Buffer, Endpoint, Event, LayerMap, Place, Region};
+use crate::proto::{Buffer, Endpoint, Event, LayerMap, Place, Region, tagging};
 use crate::wire::MessageId;
 use schedule::{Direction, Transfer};
 
@@ -86,6 +86,14 @@ struct Op {
     what: String,
     buffer: Buffer,
     layers: LayerMap,
+    /// The importance threshold of this rank's tensor, taken before anything moves.
+    threshold: f32,
+    /// Pieces cut from each step of the schedule (1: not pipelined).
+    slices: u16,
+    /// Sends of reduced data: their pieces' sampled magnitude before any reduction.
+    unreduced: HashMap<usize, f64>,
+    /// Thresholds of the steps that send reduced data, set by their first piece.
+    step_thresholds: HashMap<u16, f32>,
     loss_bound: f64,
     transfers: Vec<Transfer>,
     done: Vec<bool>,
@@ -107,6 +115,42 @@ impl Op {
     fn finished(&self) -> bool {
         self.done.iter().all(|&d| d)
     }
+
+    /// The importance threshold of send `i`. A send of this rank's own values uses the
+    /// tensor's; a send of reduced values (a later ring step, a server's shard) uses
+    /// the tensor's scaled by how much the reduction grew the values, measured on the
+    /// step's first piece to be sent, so every piece of the step shares one threshold
+    /// and the tensor's large regions stay the important ones.
+    fn send_threshold(&mut self, i: usize, packet_elems: usize) -> f32 {
+        let Some(&before) = self.unreduced.get(&i) else {
+            return self.threshold;
+        };
+        let t = &self.transfers[i];
+        let step = t.step / self.slices.max(1);
+        if let Some(&threshold) = self.step_thresholds.get(&step) {
+            return threshold;
+        }
+        let now = {
+            let buffer = self.buffer.borrow();
+            tagging::sampled_magnitude(&buffer[t.start..t.start + t.len], packet_elems)
+        };
+        let scale = if before > 0.0 { now / before } else { 1.0 };
+        let threshold = (f64::from(self.threshold) * scale) as f32;
+        self.step_thresholds.insert(step, threshold);
+        threshold
+    }
+}
+
+/// What an operation starts from.
+struct Start {
+    tensor: u32,
+    round: u32,
+    what: String,
+    data: Vec<f32>,
+    layers: Vec<(usize, u16)>,
+    loss_bound: f64,
+    transfers: Vec<Transfer>,
+    slices: u16,
 }
 
 /// The protocol core plus the operations running on it.
@@ -213,6 +257,7 @@ impl Engine {
         };
         let slices = schedule::slices(&transfers, self.slice_elems, MAX_SLICES, POINT_TO_POINT);
         let transfers = schedule::pipelined(transfers, slices);
+        let slices = slices as u16;
         let round = self.round(spec.tensor, None);
         let what = format!(
             "allreduce of tensor {} (round {round}, {:?})",
@@ -220,13 +265,16 @@ impl Engine {
         );
         self.start(
             now,
-            spec.tensor,
-            round,
-            what,
-            data,
-            spec.layers,
-            spec.loss_bound,
-            transfers,
+            Start {
+                tensor: spec.tensor,
+                round,
+                what,
+                data,
+                layers: spec.layers,
+                loss_bound: spec.loss_bound,
+                transfers,
+                slices,
+            },
         )
     }
 
@@ -253,13 +301,16 @@ impl Engine {
         let what = format!("send of tensor {tensor} to rank {peer}");
         self.start(
             now,
-            tensor,
-            round,
-            what,
-            data,
-            vec![(0, layer)],
-            0.0,
-            vec![transfer],
+            Start {
+                tensor,
+                round,
+                what,
+                data,
+                layers: vec![(0, layer)],
+                loss_bound: 0.0,
+                transfers: vec![transfer],
+                slices: 1,
+            },
         )
     }
 
@@ -286,36 +337,58 @@ impl Engine {
         let what = format!("receive of tensor {tensor} from rank {peer}");
         self.start(
             now,
-            tensor,
-            round,
-            what,
-            vec![0.0; len],
-            Vec::new(),
-            loss_bound,
-            vec![transfer],
+            Start {
+                tensor,
+                round,
+                what,
+                data: vec![0.0; len],
+                layers: Vec::new(),
+                loss_bound,
+                transfers: vec![transfer],
+                slices: 1,
+            },
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn start(
-        &mut self,
-        now: u64,
-        tensor: u32,
-        round: u32,
-        what: String,
-        data: Vec<f32>,
-        layers: Vec<(usize, u16)>,
-        loss_bound: f64,
-        transfers: Vec<Transfer>,
-    ) -> OpId {
+    fn start(&mut self, now: u64, start: Start) -> OpId {
+        let Start {
+            tensor,
+            round,
+            what,
+            data,
+            layers,
+            loss_bound,
+            transfers,
+            slices,
+        } = start;
         let id = self.new_op_id();
         let count = transfers.len();
+        let sends = transfers.iter().any(|t| t.direction == Direction::Send);
+        let threshold = if sends {
+            self.endpoint.importance_threshold(&data)
+        } else {
+            0.0
+        };
+        let packet_elems = self.endpoint.payload_elems();
+        let unreduced = transfers
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.direction == Direction::Send && !t.after.is_empty())
+            .map(|(i, t)| {
+                let piece = &data[t.start..t.start + t.len];
+                (i, tagging::sampled_magnitude(piece, packet_elems))
+            })
+            .collect();
         let op = Op {
             tensor,
             round,
             what,
             buffer: Rc::new(std::cell::RefCell::new(data)),
             layers: Rc::new(layers),
+            threshold,
+            slices,
+            unreduced,
+            step_thresholds: HashMap::new(),
             loss_bound,
             transfers,
             done: vec![false; count],
@@ -359,9 +432,12 @@ impl Engine {
             };
             let id = op.id(t.step);
             match t.direction {
-                Direction::Send => self
-                    .endpoint
-                    .post_send(t.peer, id, region, op.layers.clone()),
+                Direction::Send => {
+                    let threshold = op.send_threshold(i, self.endpoint.payload_elems());
+                    let t = &op.transfers[i];
+                    self.endpoint
+                        .post_send(t.peer, id, region, op.layers.clone(), threshold)
+                }
                 Direction::Recv => {
                     self.endpoint
                         .post_recv(t.peer, id, region, t.place, op.loss_bound)

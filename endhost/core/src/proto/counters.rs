@@ -27,6 +27,8 @@ pub struct ClassCounters {
     pub packets_sent: u64,
     /// Of those, sent ECN-capable (important).
     pub important_sent: u64,
+    /// important_sent / packets_sent: about 1 − the importance quantile.
+    pub important_fraction: f64,
 }
 
 /// Datagrams dropped before reaching any message, by reason.
@@ -64,7 +66,7 @@ pub struct Counters {
     pub peers: Vec<PeerCounters>,
     pub classes: Vec<ClassCounters>,
     pub dropped: Dropped,
-    /// Receives that ended short of their loss bound (adaptive timeout, straggler).
+    /// Receives that ended short of their loss bound (early exit).
     pub bound_missed: u64,
     pub probes_sent: u64,
     pub bitmaps_sent: u64,

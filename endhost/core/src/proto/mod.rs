@@ -8,14 +8,15 @@
 //!   each is placed on arrival (copied, or added for a reduction), in any order.
 //!   Duplicates are recognised by a bitmap and placed once.
 //! - **Tagging.** Each data packet's IP TOS holds its layer's DSCP and, when its mean
-//!   |gradient| is above the sampled threshold, ECT(0).
+//!   |gradient| is above its tensor's threshold (a quantile of sampled packet means),
+//!   ECT(0).
 //! - **Bounded-loss delivery.** A receiver first tells the sender it is ready (the
 //!   rendezvous, over the control channel). It sends STOP once (1 − p) of the message
 //!   has arrived. After its last packet the sender PROBEs; the receiver answers with a
 //!   bitmap of what is missing; the sender retransmits it and probes again, until STOP.
 //!   A probe that gets no answer is repeated after an RTO from the RTT samples. With
 //!   p = 0 delivery is exact.
-//! - **Early exit** (adaptive timeouts on, loss bound above 0): once a sender's first
+//! - **Early exit** (opt-in, `timeouts.early_exit`; loss bound above 0): once a sender's first
 //!   pass is over (its last packet or its probe arrived), its receive waits for the
 //!   missing data at most four times the median recovery seen lately (250 ms — a TCP
 //!   retransmission of the control channel — to 2 s), then ends short of its bound
@@ -34,7 +35,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
-use crate::config::{Importance, RateControl, Tagging};
+use crate::config::{RateControl, Tagging};
 use crate::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet};
 pub use control::Control;
 pub use counters::Counters;
@@ -84,7 +85,8 @@ pub struct EndpointConfig {
     /// Path addresses of each rank (index = rank; this host's own entry is unused).
     pub paths: Vec<usize>,
     /// End a receive short of its bound when its sender has finished its first pass
-    /// and the missing data has not come within an adaptive grace period.
+    /// and the missing data has not come within an adaptive grace period (off: every
+    /// receive gets 1 − p).
     pub early_exit: bool,
 }
 
@@ -245,7 +247,6 @@ pub struct Endpoint {
     config: EndpointConfig,
     payload_elems: usize,
     classes: Classes,
-    importance: Importance,
     peers: Vec<Peer>,
     sends: HashMap<(u16, MessageId), Outgoing>,
     recvs: HashMap<(u16, MessageId), Incoming>,
@@ -285,7 +286,6 @@ impl Endpoint {
         Endpoint {
             payload_elems: config.payload_elems(),
             classes: Classes::new(&config.tagging),
-            importance: config.tagging.importance,
             counters: Counters::new(config.world),
             peers,
             sends: HashMap::new(),
@@ -312,6 +312,9 @@ impl Endpoint {
             c.rate_mbps = peer.timely.rate_bps() / 1e6;
             c.srtt_us = peer.timely.srtt_us();
         }
+        for class in &mut counters.classes {
+            class.important_fraction = class.important_sent as f64 / class.packets_sent as f64;
+        }
         counters
     }
 
@@ -319,17 +322,32 @@ impl Endpoint {
         elems.div_ceil(self.payload_elems) as u32
     }
 
-    /// Sends `region` to `peer` as message `id`, once the peer is ready for it.
-    pub fn post_send(&mut self, peer: u16, id: MessageId, region: Region, layers: LayerMap) {
-        let threshold = {
-            let buffer = region.buffer.borrow();
-            let values = &buffer[region.start..region.start + region.len];
-            tagging::threshold(
-                values,
-                self.importance.quantile,
-                self.importance.sample_fraction,
-            )
-        };
+    /// The importance threshold of a tensor about to be sent (see [`tagging`]): every
+    /// piece of one tensor is tagged against the same threshold.
+    pub fn importance_threshold(&self, tensor: &[f32]) -> f32 {
+        tagging::threshold(
+            tensor,
+            self.payload_elems,
+            self.config.tagging.importance.quantile,
+            self.config.tagging.importance.sample_fraction,
+        )
+    }
+
+    /// Values per data packet.
+    pub fn payload_elems(&self) -> usize {
+        self.payload_elems
+    }
+
+    /// Sends `region` to `peer` as message `id`, once the peer is ready for it; a
+    /// packet whose mean |g| is above `threshold` goes ECN-capable.
+    pub fn post_send(
+        &mut self,
+        peer: u16,
+        id: MessageId,
+        region: Region,
+        layers: LayerMap,
+        threshold: f32,
+    ) {
         let packets = self.packets_for(region.len);
         if packets == 0 {
             self.events.push_back(Event::SendDone { peer, id });
@@ -862,7 +880,7 @@ mod tests {
                 control_dscp: 46,
                 layers: 1,
                 classes: Vec::new(),
-                importance: Importance::default(),
+                importance: crate::config::Importance::default(),
             },
             paths: vec![1; usize::from(world)],
             early_exit: false,
@@ -886,7 +904,7 @@ mod tests {
             start: 0,
             len,
         };
-        endpoint.post_send(peer, id(step), region, Rc::new(Vec::new()));
+        endpoint.post_send(peer, id(step), region, Rc::new(Vec::new()), 0.0);
         endpoint.handle_control(0, peer, Control::Ready(id(step)));
     }
 

@@ -3,8 +3,11 @@
 //!
 //! Layer i of L is in class ⌊i·C/L⌋ (the plan's `classes` say which DSCP each class
 //! has). A packet is important when the mean |gradient| of its elements exceeds a
-//! threshold: the configured quantile (default the median) of |g| over a sample
-//! (default 5%) of the tensor, taken once per message.
+//! threshold taken once per tensor: the configured quantile (default the median) of the
+//! same per-packet means over a sample of the tensor's packets. Comparing a packet's
+//! mean with a quantile of packet means (not of single elements, whose median almost
+//! every packet mean exceeds) sends about `quantile` of the packets Not-ECT — the θ the
+//! plan's thresholds are solved for.
 
 use crate::config::Tagging;
 
@@ -64,26 +67,61 @@ pub fn tos(dscp: u8, important: bool) -> u8 {
     (dscp << 2) | if important { ECT0 } else { 0 }
 }
 
-/// The importance threshold of `values`: the `quantile` of |g| over every k-th value,
-/// k = 1/`sample_fraction`.
-pub fn threshold(values: &[f32], quantile: f64, sample_fraction: f64) -> f32 {
-    if values.is_empty() {
+/// Packets sampled for the threshold, at least (all of them when the tensor has
+/// fewer): enough that the marked fraction lands within a few points of 1 − quantile.
+pub const MIN_SAMPLED_PACKETS: usize = 1024;
+
+/// The importance threshold of a tensor: the `quantile` of mean |g| over packets of
+/// `packet_elems` values, sampled evenly (`sample_fraction` of the packets, at least
+/// [`MIN_SAMPLED_PACKETS`]).
+pub fn threshold(tensor: &[f32], packet_elems: usize, quantile: f64, sample_fraction: f64) -> f32 {
+    let packet_elems = packet_elems.max(1);
+    let packets = tensor.len().div_ceil(packet_elems);
+    if packets == 0 {
         return 0.0;
     }
-    let every = (1.0 / sample_fraction.clamp(1e-6, 1.0)).round().max(1.0) as usize;
-    let mut sample: Vec<f32> = values.iter().step_by(every).map(|v| v.abs()).collect();
-    let index = ((sample.len() - 1) as f64 * quantile.clamp(0.0, 1.0)).round() as usize;
-    let (_, value, _) = sample.select_nth_unstable_by(index, f32::total_cmp);
+    let wanted = ((packets as f64 * sample_fraction.clamp(0.0, 1.0)).ceil() as usize)
+        .max(MIN_SAMPLED_PACKETS)
+        .min(packets);
+    let mut means: Vec<f32> = (0..wanted)
+        .map(|k| {
+            let packet = k * packets / wanted;
+            let start = packet * packet_elems;
+            mean_magnitude(&tensor[start..(start + packet_elems).min(tensor.len())])
+        })
+        .collect();
+    let index = ((means.len() - 1) as f64 * quantile.clamp(0.0, 1.0)).round() as usize;
+    let (_, value, _) = means.select_nth_unstable_by(index, f32::total_cmp);
     *value
+}
+
+/// Packets sampled in a piece to see how aggregation scaled it.
+const SCALE_SAMPLE_PACKETS: usize = 32;
+
+/// Σ|g| over up to 32 packets spread evenly over `values`: taken of a piece before
+/// and after other ranks' contributions were added, the ratio says how much the
+/// reduction scaled the tensor there.
+pub fn sampled_magnitude(values: &[f32], packet_elems: usize) -> f64 {
+    let packet_elems = packet_elems.max(1);
+    let packets = values.len().div_ceil(packet_elems);
+    let wanted = packets.min(SCALE_SAMPLE_PACKETS);
+    (0..wanted)
+        .map(|k| {
+            let start = k * packets / wanted * packet_elems;
+            let packet = &values[start..(start + packet_elems).min(values.len())];
+            packet.iter().map(|v| f64::from(v.abs())).sum::<f64>()
+        })
+        .sum()
+}
+
+fn mean_magnitude(values: &[f32]) -> f32 {
+    let sum: f32 = values.iter().map(|v| v.abs()).sum();
+    sum / values.len() as f32
 }
 
 /// Whether a packet of `values` is important: its mean |g| above `threshold`.
 pub fn important(values: &[f32], threshold: f32) -> bool {
-    if values.is_empty() {
-        return false;
-    }
-    let sum: f32 = values.iter().map(|v| v.abs()).sum();
-    sum / values.len() as f32 > threshold
+    !values.is_empty() && mean_magnitude(values) > threshold
 }
 
 #[cfg(test)]
@@ -124,14 +162,74 @@ mod tests {
     }
 
     #[test]
-    fn the_threshold_is_the_sampled_median_of_magnitudes() {
-        let values: Vec<f32> = (0..1000)
-            .map(|i| if i % 2 == 0 { i as f32 } else { -(i as f32) })
+    fn the_threshold_is_a_quantile_of_packet_means() {
+        // Ten packets of two values whose means are 0, 10, ..., 90.
+        let tensor: Vec<f32> = (0..10)
+            .flat_map(|p| [p as f32 * 10.0 - 1.0, -(p as f32 * 10.0 + 1.0)])
+            .map(|v| if v == -1.0 { 0.0 } else { v })
             .collect();
-        // Every 20th value: 0, 20, ..., 980; median magnitude 500 (index 25 of 50 → 500).
-        assert_eq!(threshold(&values, 0.5, 0.05), 500.0);
+        assert_eq!(threshold(&tensor[2..], 2, 0.5, 0.05), 50.0);
+        assert_eq!(threshold(&tensor, 2, 0.0, 1.0), 0.0);
+        assert_eq!(threshold(&tensor, 2, 1.0, 1.0), 90.0);
         assert!(important(&[600.0, -700.0], 500.0));
         assert!(!important(&[100.0, -200.0], 500.0));
-        assert_eq!(threshold(&[], 0.5, 0.05), 0.0);
+        assert_eq!(threshold(&[], 2, 0.5, 0.05), 0.0);
+    }
+
+    /// A small deterministic generator (xorshift) for the property test's data.
+    struct Rng(u64);
+
+    impl Rng {
+        fn uniform(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+
+        fn normal(&mut self) -> f64 {
+            let (u, v) = (self.uniform(), self.uniform());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+
+        fn laplace(&mut self) -> f64 {
+            let u = self.uniform() - 0.5;
+            -u.signum() * (1.0 - 2.0 * u.abs()).ln()
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// i.i.d. normal, i.i.d. Laplace, and normal values whose scale changes from
+        /// packet to packet: about 1 − quantile of the packets go ECN-capable.
+        #[test]
+        fn the_marked_fraction_is_one_minus_the_quantile(
+            kind in 0u8..3,
+            quantile in 0.1f64..0.9,
+            packets in 50usize..4000,
+            seed in 1u64..u64::MAX,
+        ) {
+            const ELEMS: usize = 367;
+            let mut rng = Rng(seed);
+            let mut tensor = Vec::with_capacity(packets * ELEMS);
+            for _ in 0..packets {
+                let scale = if kind == 2 { (rng.uniform() * 6.0 - 3.0).exp() } else { 1.0 };
+                for _ in 0..ELEMS {
+                    let value = if kind == 1 { rng.laplace() } else { rng.normal() };
+                    tensor.push((value * scale) as f32);
+                }
+            }
+            let threshold = threshold(&tensor, ELEMS, quantile, 0.05);
+            let marked = tensor
+                .chunks(ELEMS)
+                .filter(|packet| important(packet, threshold))
+                .count();
+            let fraction = marked as f64 / packets as f64;
+            proptest::prop_assert!(
+                (fraction - (1.0 - quantile)).abs() <= 0.05,
+                "kind {kind}: {fraction} marked at quantile {quantile}"
+            );
+        }
     }
 }

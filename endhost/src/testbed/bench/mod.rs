@@ -130,7 +130,7 @@ pub fn host_config(spec: &BenchSpec, rank: usize) -> TransportConfig {
         rate_control: spec.rate_control,
         timeouts: Timeouts {
             phase_ms: spec.phase_ms,
-            adaptive: true,
+            early_exit: false,
         },
         ports: Ports::default(),
         datapath: Datapath::default(),

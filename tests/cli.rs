@@ -18,6 +18,37 @@ fn validate_accepts_the_lab() {
     );
 }
 
+/// Thresholds a switch cannot hold make the inventory invalid for validate and for
+/// every command that plans: exit 3, the switch and queue named.
+#[test]
+fn an_over_committed_buffer_fails_validate_and_plan() {
+    let inventory = "tests/inventories/invalid/over-committed.yaml";
+    for command in ["validate", "plan", "render"] {
+        let mut args = vec![command, "-i", inventory];
+        if command == "render" {
+            args.extend(["--out", "/nonexistent/never-written"]);
+        }
+        let out = mltctl(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{command}: {}",
+            text(&out.stderr)
+        );
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("over-committed.yaml:23:19: switch(es) "),
+            "{stderr}"
+        );
+        assert!(stderr.contains("but the buffer holds 32768 B"), "{stderr}");
+        assert!(
+            stderr.contains(", queue 6 (gradient class 0): predicted loss"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("nothing was changed"), "{stderr}");
+    }
+}
+
 #[test]
 fn validate_json_lists_problems_for_machines() {
     let out = mltctl(&[
@@ -79,7 +110,12 @@ fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
     }
     assert!(explained.contains("    7  control              46"));
     assert!(explained.contains("0-2 conv1_1..conv2_1"));
-    assert!(explained.contains("RED/ECN thresholds for a 16.0 MiB buffer (leaf1, leaf2)"));
+    assert!(
+        explained.contains("RED/ECN thresholds for a 16.0 MiB buffer at 100 Gbit/s (leaf1, leaf2)")
+    );
+    // Every limit holds one burst (16 packets of 1,500 B), and each queue says what set it.
+    assert!(explained.contains("every L_i holds one burst, 23.4 KiB"));
+    assert!(explained.contains("set by (S; L)"));
     assert!(explained.contains("loss small (tolerance)"));
     assert!(explained.contains("leaf2 (onyx, leaf, rack r2) at 192.0.2.22:22"));
     assert!(explained.contains("rank 2 h3 (rack r2) ens1f0 10.1.2.11/24"));

@@ -432,14 +432,6 @@ fn thresholds_stay_within_every_buffer() {
         load("inventory/lab.yaml"),
         load("tests/inventories/valid/partial-mesh.yaml"),
         small_with("  model: {load: 1.0}\n"),
-        // A buffer too small for every tolerance: the optimiser must still fit it.
-        {
-            let path = fixture("tests/inventories/valid/small.yaml");
-            let text = std::fs::read_to_string(&path)
-                .unwrap()
-                .replace("buffer_bytes: 1048576", "buffer_bytes: 30000");
-            load_text(&path, &text)
-        },
     ];
     for inv in &fabrics {
         let plan = Plan::build(inv);
@@ -543,17 +535,57 @@ fn sensitivities_move_thresholds_the_expected_way() {
     assert!((0..=last).any(|i| q(&lax_small, i).mark_bytes < q(&base, i).mark_bytes));
 }
 
+/// A buffer too small for the floors (one burst per queue) is a problem of the plan,
+/// named with the switch and where its buffer is set; so is a predicted loss over its
+/// tolerance, unless the inventory accepts it.
+#[test]
+fn an_over_committed_buffer_or_a_loss_over_tolerance_is_a_problem() {
+    let path = fixture("tests/inventories/valid/small.yaml");
+    let tiny = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("buffer_bytes: 1048576", "buffer_bytes: 32768");
+    let inv = load_text(&path, &tiny);
+    let problems = Plan::build(&inv).problems(&inv).to_string();
+    assert!(problems.contains("the thresholds need"), "{problems}");
+    assert!(
+        problems.contains("but the buffer holds 32768 B"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("predicted loss of small gradients"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("small.yaml:22:19: "),
+        "points at buffer_bytes: {problems}"
+    );
+    let accepted = load_text(
+        &path,
+        &format!("{tiny}  model: {{accept_over_tolerance: true}}\n"),
+    );
+    let problems = Plan::build(&accepted).problems(&accepted).to_string();
+    assert!(problems.contains("the thresholds need"), "{problems}");
+    assert!(!problems.contains("predicted loss"), "{problems}");
+    // A buffer that holds the floors and every tolerance has no problem.
+    let inv = load("tests/inventories/valid/small.yaml");
+    assert!(Plan::build(&inv).problems(&inv).is_empty());
+}
+
 #[test]
 fn a_scarce_buffer_goes_to_the_more_sensitive_queue() {
     let path = fixture("tests/inventories/valid/small.yaml");
-    let scarce = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("buffer_bytes: 1048576", "buffer_bytes: 45000");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The floors (one burst per queue, C·RTT/7 on the lowest) and 45,000 B to share.
+    let roomy = Plan::build(&load_text(&path, &text));
+    let p = &roomy.thresholds[0];
+    let floors = p.burst_bytes * p.queues.len() as u64 + p.mark_floor_bytes;
+    let buffer = floors + 45_000;
+    let scarce = text.replace("buffer_bytes: 1048576", &format!("buffer_bytes: {buffer}"));
     let plan_for = |extra: &str| Plan::build(&load_text(&path, &format!("{scarce}{extra}")));
     let base = plan_for("");
     let strict_back = plan_for("  model: {tolerance: {back_layers: 0.0003}}\n");
     let (b, s) = (&base.thresholds[0], &strict_back.thresholds[0]);
-    assert!(b.used_bytes <= 45000 && s.used_bytes <= 45000);
+    assert!(b.used_bytes <= buffer && s.used_bytes <= buffer);
     let last = b.queues.len() - 1;
     assert!(s.queues[last].limit_bytes > b.queues[last].limit_bytes);
     // The buffer is fully contended, so the room came from the other queues.

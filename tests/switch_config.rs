@@ -327,10 +327,10 @@ const CASES: &[Case] = &[
         switch: "spine1",
         file: "spine1.json",
         threshold: (
-            r#""green_min_threshold": "21504""#,
-            r#""green_min_threshold": "20480""#,
-            "~ WRED_PROFILE|MLT_Q2 green_min_threshold: 20480 -> 21504",
-            "[\n  {\n    \"op\": \"replace\",\n    \"path\": \"/WRED_PROFILE/MLT_Q2/green_min_threshold\",\n    \"value\": \"21504\"\n  }\n]\n",
+            r#""green_min_threshold": "147456""#,
+            r#""green_min_threshold": "146432""#,
+            "~ WRED_PROFILE|MLT_Q2 green_min_threshold: 146432 -> 147456",
+            "[\n  {\n    \"op\": \"replace\",\n    \"path\": \"/WRED_PROFILE/MLT_Q2/green_min_threshold\",\n    \"value\": \"147456\"\n  }\n]\n",
         ),
         unrelated: &[
             (r#""asn": "65101""#, r#""asn": "65199""#),
@@ -365,10 +365,10 @@ const CASES: &[Case] = &[
         switch: "spine2",
         file: "spine2.cfg",
         threshold: (
-            "minimum-threshold 21504 bytes",
-            "minimum-threshold 20 kbytes",
-            "~ tx-queue 2 ECN: 20480 bytes to 40960 bytes, 100% -> 21504 bytes to 40960 bytes, 100%",
-            "!\nqos profile MLT\n   !\n   tx-queue 2\n      random-detect ecn minimum-threshold 21504 bytes maximum-threshold 40960 bytes max-mark-probability 100\n",
+            "minimum-threshold 147456 bytes",
+            "minimum-threshold 143 kbytes",
+            "~ tx-queue 2 ECN: 146432 bytes to 168960 bytes, 100% -> 147456 bytes to 168960 bytes, 100%",
+            "!\nqos profile MLT\n   !\n   tx-queue 2\n      random-detect ecn minimum-threshold 147456 bytes maximum-threshold 168960 bytes max-mark-probability 100\n",
         ),
         unrelated: &[
             ("hostname spine2", "hostname spine-two"),
@@ -395,11 +395,11 @@ const CASES: &[Case] = &[
         switch: "leaf1",
         file: "leaf1.nvue",
         threshold: (
-            "traffic-class 2 min-threshold-bytes 21504",
-            "traffic-class 2 min-threshold-bytes 20480",
-            "~ traffic-class 2 congestion-control: 20480 to 40960 bytes, 100%, ecn enable, red enable -> 21504 to 40960 bytes, 100%, ecn enable, red enable",
-            "nv set qos congestion-control default-global traffic-class 2 min-threshold 21504\n\
-             nv set qos congestion-control default-global traffic-class 2 max-threshold 40960\n\
+            "traffic-class 2 min-threshold-bytes 147456",
+            "traffic-class 2 min-threshold-bytes 146432",
+            "~ traffic-class 2 congestion-control: 146432 to 168960 bytes, 100%, ecn enable, red enable -> 147456 to 168960 bytes, 100%, ecn enable, red enable",
+            "nv set qos congestion-control default-global traffic-class 2 min-threshold 147456\n\
+             nv set qos congestion-control default-global traffic-class 2 max-threshold 168960\n\
              nv set qos congestion-control default-global traffic-class 2 probability 100\n\
              nv set qos congestion-control default-global traffic-class 2 ecn enable\n\
              nv set qos congestion-control default-global traffic-class 2 red enable\n",
@@ -437,10 +437,10 @@ const CASES: &[Case] = &[
         switch: "leaf2",
         file: "leaf2.cfg",
         threshold: (
-            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 21",
-            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 20",
-            "~ Eth1/31 traffic-class 2 congestion-control: ecn 20 KB to 40 KB -> ecn 21 KB to 40 KB",
-            "interface ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 21 maximum-absolute 40\n",
+            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 144",
+            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 143",
+            "~ Eth1/31 traffic-class 2 congestion-control: ecn 143 KB to 165 KB -> ecn 144 KB to 165 KB",
+            "interface ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 144 maximum-absolute 165\n",
         ),
         unrelated: &[
             (

@@ -366,7 +366,11 @@ fn importance_is_judged_against_the_whole_tensor() {
             let data = (0..len)
                 .map(|i| {
                     let magnitude = 0.5 + (rng.next() % 1000) as f32 / 1000.0;
-                    let sign = if rng.next().is_multiple_of(2) { 1.0 } else { -1.0 };
+                    let sign = if rng.next().is_multiple_of(2) {
+                        1.0
+                    } else {
+                        -1.0
+                    };
                     let scale = match i {
                         i if i < middle => 1.0,
                         i if i < back => 10.0,

@@ -8,10 +8,9 @@ use anyhow::Context;
 use mltctl::apply::journal::Journal;
 use mltctl::apply::report::{Reporter, Style, Summary};
 use mltctl::apply::{self, ApplyOptions};
-use mltctl::plan::Plan;
 use mltctl::select::Selection;
 
-use super::{Failure, InventoryArg, SshArgs, load};
+use super::{Failure, InventoryArg, SshArgs, load, planned};
 
 /// Push the plan to the switches over SSH: only what differs, verified, then kept.
 ///
@@ -60,7 +59,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let path = &args.inventory.inventory;
-    let plan = Plan::build(&load(path)?);
+    let plan = planned(&load(path)?)?;
     let targets = Selection::parse(&args.limit)
         .and_then(|s| s.select(&plan))
         .map_err(|e| Failure::Usage(e.to_string()))?

@@ -2,10 +2,9 @@
 
 use std::path::PathBuf;
 
-use mltctl::plan::Plan;
 use mltctl::switches;
 
-use super::{Failure, InventoryArg, load, print, print_json};
+use super::{Failure, InventoryArg, load, planned, print, print_json};
 
 /// Compare the plan with saved running configurations, and show what would change.
 ///
@@ -41,7 +40,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     if !running.is_dir() {
         return Err(anyhow::anyhow!("{} is not a directory", running.display()).into());
     }
-    let plan = Plan::build(&load(inventory)?);
+    let plan = planned(&load(inventory)?)?;
     let mut diffs = Vec::new();
     let mut missing = Vec::new();
     let mut errors = Vec::new();

@@ -1,9 +1,8 @@
 //! `mltctl env`: the environment a training process on one host runs with.
 
 use mltctl::hosts;
-use mltctl::plan::Plan;
 
-use super::{DatapathArg, Failure, InventoryArg, host_rank, load, print, print_json};
+use super::{DatapathArg, Failure, InventoryArg, host_rank, load, planned, print, print_json};
 
 /// Print the environment a training process on one host runs with.
 ///
@@ -33,7 +32,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         datapath,
         json,
     } = args;
-    let plan = Plan::build(&load(&inventory.inventory)?);
+    let plan = planned(&load(&inventory.inventory)?)?;
     let rank = host_rank(&plan, &host)?;
     let datapath = datapath.map_or(plan.job.datapath.kind, Into::into);
     let remote = hosts::Remote::new(&remote_dir, &plan).map_err(Failure::Usage)?;

@@ -7,10 +7,9 @@ use anyhow::Context;
 use mltctl::fetch;
 use mltctl::outcome::{Status, Summary};
 use mltctl::parallel::Progress;
-use mltctl::plan::Plan;
 use mltctl::select::Selection;
 
-use super::{Failure, InventoryArg, SshArgs, load};
+use super::{Failure, InventoryArg, SshArgs, load, planned};
 
 /// Read each switch's running configuration over SSH and save it for `diff`.
 ///
@@ -43,7 +42,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let plan = Plan::build(&load(&args.inventory.inventory)?);
+    let plan = planned(&load(&args.inventory.inventory)?)?;
     let targets = Selection::parse(&args.limit)
         .and_then(|s| s.select(&plan))
         .map_err(|e| Failure::Usage(e.to_string()))?

@@ -1,9 +1,8 @@
 //! `mltctl groups`: DS-Sync groups per iteration, checked to mix every host.
 
-use mltctl::plan::Plan;
 use serde::Serialize;
 
-use super::{Failure, InventoryArg, load, print, print_json};
+use super::{Failure, InventoryArg, load, planned, print, print_json};
 
 /// Plan DS-Sync groups: which hosts average their models together, per iteration.
 ///
@@ -30,7 +29,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), Failure> {
     let (inventory, contention, json) = (&args.inventory.inventory, &args.contention, args.json);
     use mltctl::plan::groups::{Contention, Pattern, Rack};
-    let plan = Plan::build(&load(inventory)?);
+    let plan = planned(&load(inventory)?)?;
     let racks = Rack::of_plan(&plan);
     let mut reported = Contention::default();
     for item in contention {

@@ -6,7 +6,7 @@ use mltctl::plan::Plan;
 use mltctl::select::Selection;
 use serde::Serialize;
 
-use super::{Failure, InventoryArg, SshArgs, load};
+use super::{Failure, InventoryArg, SshArgs, load, planned};
 
 /// What every command that works on hosts over SSH takes.
 #[derive(clap::Args)]
@@ -32,7 +32,7 @@ pub struct HostArgs {
 
 /// The plan and the hosts a host command works on.
 pub fn host_targets(args: &HostArgs) -> Result<(Plan, Vec<usize>), Failure> {
-    let plan = Plan::build(&load(&args.inventory.inventory)?);
+    let plan = planned(&load(&args.inventory.inventory)?)?;
     let selected = Selection::parse(&args.limit)
         .and_then(|s| s.select(&plan))
         .map_err(|e| Failure::Usage(e.to_string()))?;

@@ -174,6 +174,18 @@ pub fn load(path: &std::path::Path) -> Result<Inventory, Failure> {
     loaded(inventory::load(path))
 }
 
+/// The plan of a valid inventory, refused (as invalid, exit 3) when its thresholds
+/// cannot work: see [`Plan::problems`].
+pub fn planned(inv: &Inventory) -> Result<Plan, Failure> {
+    let plan = Plan::build(inv);
+    let problems = plan.problems(inv);
+    if problems.is_empty() {
+        Ok(plan)
+    } else {
+        Err(Failure::Invalid(problems))
+    }
+}
+
 pub fn loaded(result: Result<Inventory, LoadError>) -> Result<Inventory, Failure> {
     result.map_err(|e| match e {
         LoadError::Invalid(problems) => Failure::Invalid(problems),

@@ -1,8 +1,8 @@
 //! `mltctl plan`: every setting the inventory implies, as text, JSON or one host's files.
 
-use mltctl::plan::{Plan, explain};
+use mltctl::plan::explain;
 
-use super::{Failure, InventoryArg, host_rank, layer_names, load, print, print_json};
+use super::{Failure, InventoryArg, host_rank, layer_names, load, planned, print, print_json};
 
 /// Plan queues, thresholds, routes and host settings; changes nothing.
 ///
@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         ipmac,
     } = args;
     let inv = load(&inventory.inventory)?;
-    let plan = Plan::build(&inv);
+    let plan = planned(&inv)?;
     if let Some(name) = host {
         let rank = host_rank(&plan, &name)?;
         if network {

@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use mltctl::plan::Plan;
 use mltctl::playbook::{self, StepPlan};
 
-use super::{Failure, InventoryArg, load};
+use super::{Failure, InventoryArg, load, planned};
 
 /// The largest playbook read.
 const MAX_PLAYBOOK_BYTES: u64 = 1 << 20;
@@ -52,7 +51,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let text = endhost::input::read_text(&run.playbook, MAX_PLAYBOOK_BYTES)
         .with_context(|| format!("cannot read {}", run.playbook.display()))?;
     let steps = playbook::parse(&run.playbook, &text).map_err(|e| Failure::Usage(e.to_string()))?;
-    let plan = Plan::build(&load(&run.inventory)?);
+    let plan = planned(&load(&run.inventory)?)?;
     // Every step's command is known before the first runs: a bad --limit stops the run
     // before anything is touched.
     let commands = steps

@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use mltctl::plan::Plan;
 use mltctl::switches;
 
-use super::{Failure, InventoryArg, load, print};
+use super::{Failure, InventoryArg, load, planned, print};
 
 /// Write every switch's configuration, in its vendor's own syntax, to a directory.
 ///
@@ -26,7 +25,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let Args { inventory, out } = args;
-    let plan = Plan::build(&load(&inventory.inventory)?);
+    let plan = planned(&load(&inventory.inventory)?)?;
     let rendered = switches::render_all(&plan).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
         anyhow::anyhow!(

@@ -1,6 +1,7 @@
 //! `mltctl validate`: check an inventory, report every problem at once.
 
 use mltctl::inventory::{self, LoadError};
+use mltctl::plan::Plan;
 use serde::Serialize;
 
 use super::{Failure, InventoryArg, loaded, print, print_json};
@@ -18,7 +19,15 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let (path, json) = (args.inventory.inventory.as_path(), args.json);
-    let result = inventory::load(path);
+    // A valid inventory whose thresholds cannot work is invalid too.
+    let result = inventory::load(path).and_then(|inv| {
+        let problems = Plan::build(&inv).problems(&inv);
+        if problems.is_empty() {
+            Ok(inv)
+        } else {
+            Err(LoadError::Invalid(problems))
+        }
+    });
     if json {
         let problems = match &result {
             Ok(_) => Vec::new(),

@@ -84,6 +84,8 @@ pub struct Switch {
     pub vendor: Vendor,
     pub mgmt: Mgmt,
     pub buffer_bytes: u64,
+    /// Where `buffer_bytes` is written (line, column), for problems the plan finds.
+    pub buffer_at: (usize, usize),
     pub queues: u8,
     pub ports: Vec<Port>,
 }
@@ -190,6 +192,11 @@ pub struct ThresholdModel {
     /// Offered gradient load at a congested egress port, as a fraction of line rate.
     pub load: f64,
     pub tolerance: Tolerance,
+    /// Round-trip time across the fabric, in µs: how long senders keep sending at
+    /// their rate before the transport's rate control reacts (sets the burst floor).
+    pub rtt_us: f64,
+    /// Plan even when a predicted loss is over its tolerance (otherwise an error).
+    pub accept_over_tolerance: bool,
 }
 
 impl Default for ThresholdModel {
@@ -197,6 +204,8 @@ impl Default for ThresholdModel {
         ThresholdModel {
             load: 0.9,
             tolerance: Tolerance::default(),
+            rtt_us: 20.0,
+            accept_over_tolerance: false,
         }
     }
 }

@@ -185,6 +185,8 @@ pub struct Datapath {
 pub struct Model {
     pub load: Option<Spanned<f64>>,
     pub tolerance: Option<Tolerance>,
+    pub rtt_us: Option<Spanned<f64>>,
+    pub accept_over_tolerance: Option<bool>,
 }
 
 /// Loss fractions a model tolerates without extra rounds (MLT §3.3).

@@ -528,6 +528,10 @@ impl Validator<'_> {
                     vendor,
                     mgmt,
                     buffer_bytes,
+                    buffer_at: {
+                        let at = crate::diag::start_of(s.buffer_bytes.span());
+                        (at.line(), at.column())
+                    },
                     queues,
                     ports,
                 },

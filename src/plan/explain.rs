@@ -4,6 +4,8 @@ use std::fmt::Write;
 
 use switch_config::RouteKind;
 
+use endhost_core::proto::PACING_BATCH;
+
 use super::Plan;
 
 /// What `mltctl plan` prints without options: the summary, queues and thresholds.
@@ -108,20 +110,32 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
 }
 
 fn thresholds(out: &mut String, plan: &Plan) {
+    let m = &plan.model;
     for p in &plan.thresholds {
         let _ = writeln!(
             out,
-            "\nRED/ECN thresholds for a {} buffer ({}); {} used\n\
-             queue  mark S_i (pkts)        limit L_i (pkts)       loss small (tolerance)  loss large (tolerance)",
+            "\nRED/ECN thresholds for a {} buffer at {} Gbit/s ({}); {} used\n\
+             Floors: every L_i holds one burst, {} ({} sender(s) x {} packets, plus {} \
+             extra sender(s) at line rate for an RTT of {} µs); the lowest queue marks from \
+             C·RTT/7 = {} at the earliest; the rest of the buffer goes where it cuts loss most\n\
+             queue  mark S_i (pkts)        limit L_i (pkts)       loss small (tolerance)  \
+             loss large (tolerance)  set by (S; L)",
             bytes(p.buffer_bytes),
+            p.link_mbps as f64 / 1000.0,
             p.switches.join(", "),
-            bytes(p.used_bytes)
+            bytes(p.used_bytes),
+            bytes(p.burst_bytes),
+            m.fan_in,
+            PACING_BATCH,
+            m.fan_in - 1,
+            m.rtt_us,
+            bytes(p.mark_floor_bytes),
         );
         for q in &p.queues {
             let a = &q.allocation;
             let _ = writeln!(
                 out,
-                "{:>5}  {:<21}  {:<21}  {:<22}  {:<22}{}",
+                "{:>5}  {:<21}  {:<21}  {:<22}  {:<22}  {}; {}",
                 q.queue,
                 format!(
                     "{} ({:.0})",
@@ -131,7 +145,8 @@ fn thresholds(out: &mut String, plan: &Plan) {
                 format!("{} ({:.0})", bytes(q.limit_bytes), a.limit_packets()),
                 loss(a.loss_small, q.tolerance_small),
                 loss(a.loss_large, q.tolerance_large),
-                if q.pinned { "  pinned" } else { "" }
+                a.mark_set_by.describe(),
+                a.limit_set_by.describe(),
             );
         }
     }

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use endhost_core::MacAddr;
-use endhost_core::config::{JobConfig, Tagging, TransportConfig};
+use endhost_core::config::{Collective, JobConfig, Tagging, TransportConfig};
+use endhost_core::proto::PACING_BATCH;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 use switch_config::{EcnThresholds, QosIntent, QueueIntent, Scheduler, SwitchIntent};
@@ -51,12 +52,25 @@ pub struct ModelSummary {
     /// Packet size the model counts buffer in: the fabric MTU.
     pub packet_bytes: u16,
     pub tolerance: Tolerance,
+    /// Fabric round-trip time (µs): what senders put on the wire before rate control
+    /// reacts.
+    pub rtt_us: f64,
+    /// Most senders one receiver hears from at once in the job's collective.
+    pub fan_in: u32,
+    /// Plan even when a predicted loss is over its tolerance.
+    pub accept_over_tolerance: bool,
 }
 
-/// Thresholds for all switches with one buffer size.
+/// Thresholds for all switches with one buffer size and link speed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThresholdProfile {
     pub buffer_bytes: u64,
+    /// The switches' fastest port.
+    pub link_mbps: u64,
+    /// Every L_i holds at least this: one burst of the job (see [`burst_bytes`]).
+    pub burst_bytes: u64,
+    /// The lowest gradient queue's S_i is at least this: DCTCP's C·RTT/7.
+    pub mark_floor_bytes: u64,
     pub switches: Vec<String>,
     /// Buffer the thresholds use together (Σ L_i).
     pub used_bytes: u64,
@@ -111,6 +125,9 @@ impl Plan {
             theta: inv.training.importance.quantile,
             packet_bytes: inv.fabric.mtu,
             tolerance: inv.training.model.tolerance,
+            rtt_us: inv.training.model.rtt_us,
+            fan_in: fan_in(inv.training.collective, inv.hosts.len()),
+            accept_over_tolerance: inv.training.model.accept_over_tolerance,
         };
         let thresholds = threshold_profiles(inv, &qos, &model);
         let mut routes = routing::switch_routes(inv, &topo);
@@ -122,8 +139,8 @@ impl Plan {
             .map(|(i, s)| {
                 let profile = thresholds
                     .iter()
-                    .find(|p| p.buffer_bytes == s.buffer_bytes)
-                    .expect("every buffer size has a profile");
+                    .find(|p| p.switches.contains(&s.name))
+                    .expect("every switch has a threshold profile");
                 SwitchPlan {
                     role: s.role,
                     rack: s.rack.map(|r| inv.racks[r].name.clone()),
@@ -191,6 +208,64 @@ impl Plan {
         self.hosts.iter().position(|h| h.name == name)
     }
 
+    /// What makes the plan unusable, each with where the inventory sets it: a buffer
+    /// that cannot hold the floors, and (unless the inventory accepts them) predicted
+    /// losses over their tolerance.
+    pub fn problems(&self, inv: &Inventory) -> crate::diag::Diagnostics {
+        let mut found = Vec::new();
+        for p in &self.thresholds {
+            let first = inv
+                .switches
+                .iter()
+                .find(|s| p.switches.contains(&s.name))
+                .expect("a profile has switches");
+            let mut problem = |message: String| {
+                found.push(crate::diag::Diagnostic {
+                    file: inv.path.clone(),
+                    line: first.buffer_at.0,
+                    column: first.buffer_at.1,
+                    message,
+                })
+            };
+            let names = p.switches.join(", ");
+            if p.used_bytes > p.buffer_bytes {
+                problem(format!(
+                    "switch(es) {names}: the thresholds need {} B but the buffer holds {} B: \
+                     every gradient queue must hold one burst of the job ({} B: {} sender(s) \
+                     at {} Mbit/s for {} µs) and the lowest must mark no earlier than \
+                     C·RTT/7 ({} B); give more buffer or fewer priorities",
+                    p.used_bytes,
+                    p.buffer_bytes,
+                    p.burst_bytes,
+                    self.model.fan_in,
+                    p.link_mbps,
+                    self.model.rtt_us,
+                    p.mark_floor_bytes
+                ));
+            }
+            if self.model.accept_over_tolerance {
+                continue;
+            }
+            for q in &p.queues {
+                for (what, loss, tolerance) in [
+                    ("small", q.allocation.loss_small, q.tolerance_small),
+                    ("large", q.allocation.loss_large, q.tolerance_large),
+                ] {
+                    if loss > tolerance {
+                        problem(format!(
+                            "switch(es) {names}, queue {} (gradient class {}): predicted loss \
+                             of {what} gradients {loss:.2e} is over its tolerance \
+                             {tolerance:.2e}; give more buffer, or set \
+                             training.model.accept_over_tolerance: true to plan anyway",
+                            q.queue, q.class
+                        ));
+                    }
+                }
+            }
+        }
+        crate::diag::Diagnostics(found)
+    }
+
     /// The full transport configuration of the host with rank `rank`.
     pub fn transport_config(&self, rank: usize) -> TransportConfig {
         hosts::transport_config(self, rank)
@@ -204,21 +279,47 @@ fn route_scope(inv: &Inventory) -> Vec<Ipv4Net> {
     Ipv4Net::aggregate(&scope)
 }
 
+/// Most senders one receiver hears from at once: a ring's neighbour; everyone else
+/// in an all-to-all round or at a parameter server.
+fn fan_in(collective: Collective, hosts: usize) -> u32 {
+    match collective {
+        Collective::Ring => 1,
+        Collective::Transpose | Collective::Ps => hosts.saturating_sub(1).max(1) as u32,
+    }
+}
+
+/// What one burst of the job puts into an egress queue: every sender's pacing batch
+/// at once, plus what the extra senders add at line rate in one RTT before rate
+/// control reacts.
+pub fn burst_bytes(model: &ModelSummary, link_mbps: u64) -> u64 {
+    let packet = u64::from(model.packet_bytes);
+    let batch = PACING_BATCH as u64 * packet;
+    let in_one_rtt = link_mbps as f64 * 1e6 / 8.0 * model.rtt_us * 1e-6;
+    u64::from(model.fan_in) * batch + (f64::from(model.fan_in - 1) * in_one_rtt).ceil() as u64
+}
+
+/// DCTCP's marking guideline K > C·RTT/7, in bytes.
+pub fn mark_floor_bytes(model: &ModelSummary, link_mbps: u64) -> u64 {
+    (link_mbps as f64 * 1e6 / 8.0 * model.rtt_us * 1e-6 / 7.0).ceil() as u64
+}
+
 fn threshold_profiles(
     inv: &Inventory,
     qos: &QosPlan,
     model: &ModelSummary,
 ) -> Vec<ThresholdProfile> {
-    let mut by_buffer: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut by_kind: BTreeMap<(u64, u64), Vec<String>> = BTreeMap::new();
     for s in &inv.switches {
-        by_buffer
-            .entry(s.buffer_bytes)
+        let link_mbps = s.ports.iter().map(|p| p.speed_mbps).max().unwrap_or(0);
+        by_kind
+            .entry((s.buffer_bytes, link_mbps))
             .or_default()
             .push(s.name.clone());
     }
     let shares: Vec<f64> = qos.classes.iter().map(|c| c.share).collect();
     let rho = thresholds::utilisations(model.load, &shares);
     let packet = f64::from(model.packet_bytes);
+    let packets = |bytes: u64| (bytes as f64 / packet).ceil() as u32;
     let pinned: Vec<Option<&PinnedThreshold>> = qos
         .classes
         .iter()
@@ -229,30 +330,36 @@ fn threshold_profiles(
                 .find(|p| p.class == c.tag.class)
         })
         .collect();
-    let inputs: Vec<QueueInput> = qos
-        .classes
-        .iter()
-        .zip(&rho)
-        .zip(&pinned)
-        .map(|((class, &rho), pinned)| {
-            let (tolerance_small, tolerance_large) =
-                thresholds::class_tolerances(&inv.training.model.tolerance, class.position);
-            QueueInput {
-                rho,
-                tolerance_small,
-                tolerance_large,
-                pinned: pinned.map(|p| {
-                    let small = model.theta * p.mark_bytes as f64 / packet;
-                    (small, p.limit_bytes as f64 / packet - small)
-                }),
-            }
-        })
-        .collect();
     // Rounding each threshold up to KiB adds under 1 KiB per queue; keep that aside.
     let rounding_slack = THRESHOLD_UNIT * qos.classes.len() as u64;
-    by_buffer
+    by_kind
         .into_iter()
-        .map(|(buffer_bytes, switches)| {
+        .map(|((buffer_bytes, link_mbps), switches)| {
+            let burst = burst_bytes(model, link_mbps);
+            let mark_floor = mark_floor_bytes(model, link_mbps);
+            let lowest = qos.classes.len().saturating_sub(1);
+            let inputs: Vec<QueueInput> = qos
+                .classes
+                .iter()
+                .enumerate()
+                .zip(&rho)
+                .zip(&pinned)
+                .map(|(((i, class), &rho), pinned)| {
+                    let (tolerance_small, tolerance_large) =
+                        thresholds::class_tolerances(&inv.training.model.tolerance, class.position);
+                    QueueInput {
+                        rho,
+                        tolerance_small,
+                        tolerance_large,
+                        pinned: pinned.map(|p| {
+                            let small = model.theta * p.mark_bytes as f64 / packet;
+                            (small, p.limit_bytes as f64 / packet - small)
+                        }),
+                        limit_floor: packets(burst),
+                        mark_floor: if i == lowest { packets(mark_floor) } else { 0 },
+                    }
+                })
+                .collect();
             let budget =
                 buffer_bytes.saturating_sub(rounding_slack) / u64::from(model.packet_bytes);
             let allocations = thresholds::optimise(&inputs, model.theta, budget);
@@ -286,6 +393,9 @@ fn threshold_profiles(
                 .collect();
             ThresholdProfile {
                 buffer_bytes,
+                link_mbps,
+                burst_bytes: burst,
+                mark_floor_bytes: mark_floor,
                 switches,
                 used_bytes: queues.iter().map(|q| q.limit_bytes).sum(),
                 queues,

@@ -471,6 +471,13 @@ impl Validator<'_> {
             "above 0 and at most 1",
             d.load,
         );
+        let rtt_us = self.float_or(
+            &m.and_then(|m| m.rtt_us.clone()),
+            "training.model.rtt_us",
+            |r| r > 0.0 && r <= 1_000_000.0,
+            "above 0 and at most 1000000 (1 s)",
+            d.rtt_us,
+        );
         let t = m.and_then(|m| m.tolerance.as_ref());
         let mut fraction =
             |get: fn(&raw::Tolerance) -> &Option<Spanned<f64>>, name: &str, default| {
@@ -501,6 +508,10 @@ impl Validator<'_> {
         );
         Some(ThresholdModel {
             load: load?,
+            rtt_us: rtt_us?,
+            accept_over_tolerance: m
+                .and_then(|m| m.accept_over_tolerance)
+                .unwrap_or(d.accept_over_tolerance),
             tolerance: Tolerance {
                 random_loss: random_loss?,
                 front_layers: front_layers?,

@@ -135,7 +135,7 @@ fn micros(now_ns: u64) -> u32 {
 }
 
 /// Packets a paced flow gathers tokens for before the driver wakes to send them.
-const PACING_BATCH: usize = 16;
+pub const PACING_BATCH: usize = 16;
 
 /// Probes are repeated after at least this long without an answer, and at most after
 /// this long.

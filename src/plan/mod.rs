@@ -137,9 +137,10 @@ impl Plan {
             .iter()
             .enumerate()
             .map(|(i, s)| {
+                let link_mbps = switch_link_mbps(s);
                 let profile = thresholds
                     .iter()
-                    .find(|p| p.switches.contains(&s.name))
+                    .find(|p| (p.buffer_bytes, p.link_mbps) == (s.buffer_bytes, link_mbps))
                     .expect("every switch has a threshold profile");
                 SwitchPlan {
                     role: s.role,
@@ -217,7 +218,7 @@ impl Plan {
             let first = inv
                 .switches
                 .iter()
-                .find(|s| p.switches.contains(&s.name))
+                .find(|s| p.switches.first() == Some(&s.name))
                 .expect("a profile has switches");
             let mut problem = |message: String| {
                 found.push(crate::diag::Diagnostic {
@@ -279,6 +280,11 @@ fn route_scope(inv: &Inventory) -> Vec<Ipv4Net> {
     Ipv4Net::aggregate(&scope)
 }
 
+/// A switch's fastest port: the line rate its bursts arrive at.
+fn switch_link_mbps(s: &crate::inventory::Switch) -> u64 {
+    s.ports.iter().map(|p| p.speed_mbps).max().unwrap_or(0)
+}
+
 /// Most senders one receiver hears from at once: a ring's neighbour; everyone else
 /// in an all-to-all round or at a parameter server.
 fn fan_in(collective: Collective, hosts: usize) -> u32 {
@@ -310,7 +316,7 @@ fn threshold_profiles(
 ) -> Vec<ThresholdProfile> {
     let mut by_kind: BTreeMap<(u64, u64), Vec<String>> = BTreeMap::new();
     for s in &inv.switches {
-        let link_mbps = s.ports.iter().map(|p| p.speed_mbps).max().unwrap_or(0);
+        let link_mbps = switch_link_mbps(s);
         by_kind
             .entry((s.buffer_bytes, link_mbps))
             .or_default()

@@ -42,8 +42,8 @@
 //! 2. *Cost of a loss.* A loss within tolerance costs no extra rounds (that is what the
 //!    measurement says); beyond it, the cost grows linearly, in units of the tolerance:
 //!    f(r) = max(0, r − t)/t. A sub-queue that is already within tolerance gains
-//!    nothing from more buffer, so thresholds stay as low as the model allows, which
-//!    also keeps queueing delay low.
+//!    nothing more by this cost; what buffer is left is spent afterwards by a second
+//!    rule (see "Beyond Appendix B" below).
 //! 3. *Budget.* Σ_i L_i ≤ B, the switch buffer in packets of the fabric MTU, minus
 //!    whatever thresholds an admin pinned by hand. Also S_i ≤ L_i, or the ECN threshold
 //!    would never be reached.

@@ -288,30 +288,9 @@ impl Engine {
         data: Vec<f32>,
         layer: u16,
     ) -> OpId {
-        let round = self.round(tensor, Some((peer, Direction::Send)));
-        let transfer = Transfer {
-            direction: Direction::Send,
-            peer,
-            step: POINT_TO_POINT,
-            start: 0,
-            len: data.len(),
-            place: Place::Copy,
-            after: Vec::new(),
-        };
         let what = format!("send of tensor {tensor} to rank {peer}");
-        self.start(
-            now,
-            Start {
-                tensor,
-                round,
-                what,
-                data,
-                layers: vec![(0, layer)],
-                loss_bound: 0.0,
-                transfers: vec![transfer],
-                slices: 1,
-            },
-        )
+        let layers = vec![(0, layer)];
+        self.point_to_point(now, peer, tensor, Direction::Send, what, data, layers, 0.0)
     }
 
     /// Receives the next message of `tensor` from `peer`, `len` values, done once all
@@ -324,25 +303,52 @@ impl Engine {
         len: usize,
         loss_bound: f64,
     ) -> OpId {
-        let round = self.round(tensor, Some((peer, Direction::Recv)));
+        let what = format!("receive of tensor {tensor} from rank {peer}");
+        let data = vec![0.0; len];
+        self.point_to_point(
+            now,
+            peer,
+            tensor,
+            Direction::Recv,
+            what,
+            data,
+            Vec::new(),
+            loss_bound,
+        )
+    }
+
+    /// One message of `tensor` to or from `peer`, numbered in call order per pair and
+    /// direction.
+    #[allow(clippy::too_many_arguments)]
+    fn point_to_point(
+        &mut self,
+        now: u64,
+        peer: u16,
+        tensor: u32,
+        direction: Direction,
+        what: String,
+        data: Vec<f32>,
+        layers: Vec<(usize, u16)>,
+        loss_bound: f64,
+    ) -> OpId {
+        let round = self.round(tensor, Some((peer, direction)));
         let transfer = Transfer {
-            direction: Direction::Recv,
+            direction,
             peer,
             step: POINT_TO_POINT,
             start: 0,
-            len,
+            len: data.len(),
             place: Place::Copy,
             after: Vec::new(),
         };
-        let what = format!("receive of tensor {tensor} from rank {peer}");
         self.start(
             now,
             Start {
                 tensor,
                 round,
                 what,
-                data: vec![0.0; len],
-                layers: Vec::new(),
+                data,
+                layers,
                 loss_bound,
                 transfers: vec![transfer],
                 slices: 1,

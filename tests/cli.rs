@@ -117,6 +117,12 @@ fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
     assert!(explained.contains("every L_i holds one burst, 23.4 KiB"));
     assert!(explained.contains("set by (S; L)"));
     assert!(explained.contains("loss small (tolerance)"));
+    // SONiC and EOS hold L_i; Cumulus and Onyx cannot, and say why.
+    assert!(explained.contains("Switches step at S_i (min = max, probability 100%) and drop"));
+    assert!(explained.contains("but cannot hold L_i. Re-solved for that"));
+    assert!(explained.contains("  onyx: Onyx documents no per-queue byte limit"));
+    assert!(explained.contains("  cumulus: NVUE bounds a traffic class only through"));
+    assert!(explained.contains("shared buffer (no queue limit on this OS)"));
     assert!(explained.contains("leaf2 (onyx, leaf, rack r2) at 192.0.2.22:22"));
     assert!(explained.contains("rank 2 h3 (rack r2) ens1f0 10.1.2.11/24"));
 }

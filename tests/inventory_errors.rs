@@ -52,11 +52,19 @@ macro_rules! invalid_inventories {
 
 invalid_inventories! {
     over_committed_buffer: "over-committed" => [
-        "23:19: switch(es) spine1, leaf1, leaf2: the thresholds need 110592 B but the buffer holds 32768 B: every gradient queue must hold one burst of the job (24000 B: 1 sender(s) at 100000 Mbit/s for 20 µs) and the lowest must mark no earlier than C·RTT/7 (35715 B); give more buffer or fewer priorities",
-        "23:19: switch(es) spine1, leaf1, leaf2, queue 6 (gradient class 0): predicted loss of small gradients 1.00e0 is over its tolerance 4.17e-1; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
-        "23:19: switch(es) spine1, leaf1, leaf2, queue 5 (gradient class 1): predicted loss of small gradients 1.00e0 is over its tolerance 1.63e-1; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
-        "23:19: switch(es) spine1, leaf1, leaf2, queue 4 (gradient class 2): predicted loss of small gradients 1.00e0 is over its tolerance 6.39e-2; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
-        "23:19: switch(es) spine1, leaf1, leaf2, queue 3 (gradient class 3): predicted loss of large gradients 1.20e-2 is over its tolerance 5.00e-4; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "43:19: switch(es) leaf2: the thresholds need 110592 B but the buffer holds 32768 B: every gradient queue must hold one burst of the job (24000 B: 1 sender(s) at 100000 Mbit/s for 20 µs) and the lowest must mark no earlier than C·RTT/7 (35715 B); give more buffer or fewer priorities",
+        "43:19: switch(es) leaf2, queue 6 (gradient class 0): predicted loss of small gradients 1.00e0 is over its tolerance 4.17e-1; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "43:19: switch(es) leaf2, queue 6 (gradient class 0): predicted loss of large gradients 1.00e0 is over its tolerance 8.33e-3; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "43:19: switch(es) leaf2, queue 5 (gradient class 1): predicted loss of small gradients 1.00e0 is over its tolerance 1.63e-1; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "43:19: switch(es) leaf2, queue 5 (gradient class 1): predicted loss of large gradients 1.00e0 is over its tolerance 3.26e-3; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "43:19: switch(es) leaf2, queue 4 (gradient class 2): predicted loss of small gradients 1.00e0 is over its tolerance 6.39e-2; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "43:19: switch(es) leaf2, queue 4 (gradient class 2): predicted loss of large gradients 1.00e0 is over its tolerance 1.28e-3; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "43:19: switch(es) leaf2, queue 3 (gradient class 3): predicted loss of large gradients 1.20e-2 is over its tolerance 5.00e-4; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "23:19: switch(es) spine1, leaf1: the thresholds need 110592 B but the buffer holds 32768 B: every gradient queue must hold one burst of the job (24000 B: 1 sender(s) at 100000 Mbit/s for 20 µs) and the lowest must mark no earlier than C·RTT/7 (35715 B); give more buffer or fewer priorities",
+        "23:19: switch(es) spine1, leaf1, queue 6 (gradient class 0): predicted loss of small gradients 1.00e0 is over its tolerance 4.17e-1; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "23:19: switch(es) spine1, leaf1, queue 5 (gradient class 1): predicted loss of small gradients 1.00e0 is over its tolerance 1.63e-1; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "23:19: switch(es) spine1, leaf1, queue 4 (gradient class 2): predicted loss of small gradients 1.00e0 is over its tolerance 6.39e-2; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
+        "23:19: switch(es) spine1, leaf1, queue 3 (gradient class 3): predicted loss of large gradients 1.20e-2 is over its tolerance 5.00e-4; give more buffer, or set training.model.accept_over_tolerance: true to plan anyway",
     ];
     duplicate_name: "duplicate-name" => [
         "54:11: name `h1` is already used (line 49)",

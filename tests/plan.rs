@@ -10,7 +10,7 @@ use common::fixture;
 use endhost_core::config::{DatapathKind, TransportConfig};
 use mltctl::generate::{FabricSize, fabric_yaml};
 use mltctl::inventory::{self, Inventory, LoadError};
-use mltctl::plan::thresholds::mm1m_loss;
+use mltctl::plan::thresholds::{SetBy, mm1m_loss};
 use mltctl::plan::{Plan, ThresholdProfile, hosts};
 use switch_config::StaticRoute;
 
@@ -461,10 +461,69 @@ fn thresholds_stay_within_every_buffer() {
                 .queues
                 .iter()
                 .filter_map(|q| q.ecn)
-                .map(|e| e.limit_bytes)
+                .filter_map(|e| e.limit_bytes)
                 .sum();
             assert!(sum <= buffer, "{}", s.intent.name);
         }
+    }
+}
+
+/// The thresholds of the switches whose OS holds queue limits (SONiC, EOS).
+fn held(plan: &Plan) -> &ThresholdProfile {
+    plan.thresholds
+        .iter()
+        .find(|p| p.queue_limits)
+        .expect("a switch that holds queue limits")
+}
+
+/// Cumulus and Onyx cannot hold L_i: the plan leaves it out of their intents, and
+/// predicts large-gradient loss against what the shared buffer leaves above every
+/// queue's step, (1 − θ)·S_i + (B − Σ_k S_k) packets.
+#[test]
+fn switches_without_queue_limits_are_solved_for_the_shared_buffer() {
+    let plan = Plan::build(&load("inventory/lab.yaml"));
+    let shared = plan
+        .thresholds
+        .iter()
+        .find(|p| !p.queue_limits)
+        .expect("leaf1 (cumulus) and leaf2 (onyx)");
+    assert_eq!(shared.switches, ["leaf1", "leaf2"]);
+    let theta = plan.model.theta;
+    let packet = f64::from(plan.model.packet_bytes);
+    let budget =
+        ((shared.buffer_bytes - 1024 * shared.queues.len() as u64) as f64 / packet).floor();
+    let steps: f64 = shared
+        .queues
+        .iter()
+        .map(|q| q.allocation.mark_packets(theta))
+        .sum();
+    for q in &shared.queues {
+        let a = &q.allocation;
+        assert_eq!(a.limit_set_by, SetBy::SharedBuffer, "{q:?}");
+        let room = ((1.0 - theta) * a.mark_packets(theta) + budget - steps).floor();
+        assert_eq!(a.large_packets, room, "{q:?}");
+        assert_eq!(a.loss_large, mm1m_loss(q.utilisation, room));
+    }
+    for s in plan.switches.iter().filter(|s| s.rack.is_some()) {
+        for q in s.intent.qos.queues.iter().filter_map(|q| q.ecn) {
+            assert_eq!(q.limit_bytes, None, "{}", s.intent.name);
+        }
+    }
+    // The switches that hold limits get them, and the same steps.
+    let limited = held(&plan);
+    for (a, b) in limited.queues.iter().zip(&shared.queues) {
+        assert_eq!(a.mark_bytes, b.mark_bytes);
+        assert_ne!(a.allocation.limit_set_by, SetBy::SharedBuffer);
+    }
+    for s in plan.switches.iter().filter(|s| s.rack.is_none()) {
+        assert!(
+            s.intent
+                .qos
+                .queues
+                .iter()
+                .filter_map(|q| q.ecn)
+                .all(|e| e.limit_bytes.is_some())
+        );
     }
 }
 
@@ -477,7 +536,7 @@ fn front_layer_queues_get_lower_thresholds_than_back_layer_queues() {
         "layers: {count: 48, params_each: 1000000}",
     );
     let plan = Plan::build(&load_text(&path, &text));
-    let queues = &plan.thresholds[0].queues;
+    let queues = &held(&plan).queues;
     assert_eq!(queues.len(), 6);
     for pair in queues.windows(2) {
         assert!(pair[0].mark_bytes <= pair[1].mark_bytes, "{:?}", pair);
@@ -501,8 +560,8 @@ fn front_layer_queues_get_lower_thresholds_than_back_layer_queues() {
 #[test]
 fn sensitivities_move_thresholds_the_expected_way() {
     let base = Plan::build(&small_with(""));
-    let q = |plan: &Plan, i: usize| plan.thresholds[0].queues[i].clone();
-    let last = base.thresholds[0].queues.len() - 1;
+    let q = |plan: &Plan, i: usize| held(plan).queues[i].clone();
+    let last = held(&base).queues.len() - 1;
 
     // Back layers less tolerant of loss: the back queue needs more room.
     let strict_back = Plan::build(&small_with("  model: {tolerance: {back_layers: 0.0003}}\n"));
@@ -577,14 +636,14 @@ fn a_scarce_buffer_goes_to_the_more_sensitive_queue() {
     let text = std::fs::read_to_string(&path).unwrap();
     // The floors (one burst per queue, C·RTT/7 on the lowest) and 45,000 B to share.
     let roomy = Plan::build(&load_text(&path, &text));
-    let p = &roomy.thresholds[0];
+    let p = held(&roomy);
     let floors = p.burst_bytes * p.queues.len() as u64 + p.mark_floor_bytes;
     let buffer = floors + 45_000;
     let scarce = text.replace("buffer_bytes: 1048576", &format!("buffer_bytes: {buffer}"));
     let plan_for = |extra: &str| Plan::build(&load_text(&path, &format!("{scarce}{extra}")));
     let base = plan_for("");
     let strict_back = plan_for("  model: {tolerance: {back_layers: 0.0003}}\n");
-    let (b, s) = (&base.thresholds[0], &strict_back.thresholds[0]);
+    let (b, s) = (held(&base), held(&strict_back));
     assert!(b.used_bytes <= buffer && s.used_bytes <= buffer);
     let last = b.queues.len() - 1;
     assert!(s.queues[last].limit_bytes > b.queues[last].limit_bytes);

@@ -178,7 +178,14 @@ fn a_changed_plan_differs_from_the_old_rendering() {
                 .any(|l| l.item.contains("10") && l.to.is_some()),
             "{vendor}: {lines:#?}"
         );
-        assert_eq!(lines.len(), 1 + 2 * per_port, "{vendor}: {lines:#?}");
+        // The step is min = max: SONiC writes them as two fields, the others as one
+        // curve.
+        let step_items = if vendor == Vendor::Sonic { 2 } else { 1 };
+        assert_eq!(
+            lines.len(),
+            1 + (1 + step_items) * per_port,
+            "{vendor}: {lines:#?}"
+        );
     }
 }
 
@@ -288,6 +295,13 @@ fn a_broken_sonic_rendering_fails_yang_validation() {
         messages.contains("Green max threshold must be greater than or equal to min threshold"),
         "{messages}"
     );
+    // A queue limit drawing from a pool the switch does not have.
+    let mut tables = sonic_tables(intent);
+    tables["BUFFER_PROFILE"]["MLT_Q1_LIMIT"]["pool"] = "no_such_pool".into();
+    let (code, messages) =
+        sonic_yang::yanglint(&sonic_yang::document(&tables, &intent.qos.ports), &dir);
+    assert_ne!(code, 0);
+    assert!(messages.contains("no_such_pool"), "{messages}");
     // A queue bound to a scheduler that does not exist.
     let mut tables = sonic_tables(intent);
     tables["QUEUE"]["Ethernet0|7"]["scheduler"] = "MLT_MISSING".into();
@@ -367,8 +381,8 @@ const CASES: &[Case] = &[
         threshold: (
             "minimum-threshold 147456 bytes",
             "minimum-threshold 143 kbytes",
-            "~ tx-queue 2 ECN: 146432 bytes to 168960 bytes, 100% -> 147456 bytes to 168960 bytes, 100%",
-            "!\nqos profile MLT\n   !\n   tx-queue 2\n      random-detect ecn minimum-threshold 147456 bytes maximum-threshold 168960 bytes max-mark-probability 100\n",
+            "~ tx-queue 2 ECN: 146432 bytes to 147456 bytes, 100% -> 147456 bytes to 147456 bytes, 100%",
+            "!\nqos profile MLT\n   !\n   tx-queue 2\n      random-detect ecn minimum-threshold 147456 bytes maximum-threshold 147456 bytes max-mark-probability 100\n",
         ),
         unrelated: &[
             ("hostname spine2", "hostname spine-two"),
@@ -397,9 +411,9 @@ const CASES: &[Case] = &[
         threshold: (
             "traffic-class 2 min-threshold-bytes 147456",
             "traffic-class 2 min-threshold-bytes 146432",
-            "~ traffic-class 2 congestion-control: 146432 to 168960 bytes, 100%, ecn enable, red enable -> 147456 to 168960 bytes, 100%, ecn enable, red enable",
+            "~ traffic-class 2 congestion-control: 146432 to 147456 bytes, 100%, ecn enable, red enable -> 147456 to 147456 bytes, 100%, ecn enable, red enable",
             "nv set qos congestion-control default-global traffic-class 2 min-threshold 147456\n\
-             nv set qos congestion-control default-global traffic-class 2 max-threshold 168960\n\
+             nv set qos congestion-control default-global traffic-class 2 max-threshold 147456\n\
              nv set qos congestion-control default-global traffic-class 2 probability 100\n\
              nv set qos congestion-control default-global traffic-class 2 ecn enable\n\
              nv set qos congestion-control default-global traffic-class 2 red enable\n",
@@ -437,10 +451,10 @@ const CASES: &[Case] = &[
         switch: "leaf2",
         file: "leaf2.cfg",
         threshold: (
-            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 144",
-            "ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 143",
-            "~ Eth1/31 traffic-class 2 congestion-control: ecn 143 KB to 165 KB -> ecn 144 KB to 165 KB",
-            "interface ethernet 1/31 traffic-class 2 congestion-control ecn minimum-absolute 144 maximum-absolute 165\n",
+            "ethernet 1/31 traffic-class 2 congestion-control both minimum-absolute 144",
+            "ethernet 1/31 traffic-class 2 congestion-control both minimum-absolute 143",
+            "~ Eth1/31 traffic-class 2 congestion-control: both 143 KB to 144 KB -> both 144 KB to 144 KB",
+            "interface ethernet 1/31 traffic-class 2 congestion-control both minimum-absolute 144 maximum-absolute 144\n",
         ),
         unrelated: &[
             (
@@ -1068,6 +1082,15 @@ impl Owned<'_> {
             .any(|q| q.queue.to_string() == queue)
     }
 
+    /// A queue the plan gives a limit L_i (SONiC: a BUFFER_QUEUE entry of the plan's).
+    fn limited_queue(&self, queue: &str) -> bool {
+        self.intent
+            .qos
+            .queues
+            .iter()
+            .any(|q| q.queue.to_string() == queue && q.ecn.is_some_and(|e| e.limit_bytes.is_some()))
+    }
+
     /// Every class number in an NVUE/Onyx list (`1-3,5`) is one of the plan's queues.
     fn queues(&self, list: &str) -> bool {
         list.split(',').all(|part| {
@@ -1167,7 +1190,7 @@ impl Owned<'_> {
                     continue;
                 };
                 let members: Vec<String> = match table.as_str() {
-                    "QUEUE" => {
+                    "QUEUE" | "BUFFER_QUEUE" => {
                         let (ports, queues) = key.rsplit_once('|').unwrap();
                         let queues: Vec<u32> = queues
                             .split(',')
@@ -1211,8 +1234,9 @@ impl Owned<'_> {
         let parts: Vec<&str> = entry.split('|').collect();
         match parts.as_slice() {
             ["DSCP_TO_TC_MAP" | "TC_TO_QUEUE_MAP", "MLT"] => true,
-            ["SCHEDULER" | "WRED_PROFILE", name] => name.starts_with("MLT_"),
+            ["SCHEDULER" | "WRED_PROFILE" | "BUFFER_PROFILE", name] => name.starts_with("MLT_"),
             ["QUEUE", port, queue] => self.port(port) && self.queue(queue),
+            ["BUFFER_QUEUE", port, queue] => self.port(port) && self.limited_queue(queue),
             ["STATIC_ROUTE", prefix] | ["STATIC_ROUTE", "default", prefix] => self.route(prefix),
             _ => false,
         }
@@ -1442,6 +1466,9 @@ fn the_real_corpus_is_read_and_nothing_foreign_is_touched() {
                 for (entry, sets) in owned.sonic_effective(&db) {
                     let planned = match entry.split('|').collect::<Vec<_>>().as_slice() {
                         ["QUEUE", port, queue] => owned.port(port) && owned.queue(queue),
+                        ["BUFFER_QUEUE", port, queue] => {
+                            owned.port(port) && owned.limited_queue(queue)
+                        }
                         ["PORT_QOS_MAP", port] => owned.port(port),
                         _ => false,
                     };

@@ -36,10 +36,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
     })?;
     let written = switches::write_all(&out, &rendered)
         .with_context(|| format!("cannot write to {}", out.display()))?;
-    print(&format!(
+    let mut report = format!(
         "wrote {} configurations to {}\n",
         written.len(),
         out.display()
-    ))?;
+    );
+    for s in &plan.switches {
+        if let Some(why) = s.intent.vendor.no_queue_limit() {
+            report.push_str(&format!(
+                "note: {} ({}): queue limits (L_i) are not configured: {why}; the plan is \
+                 solved for that (see `mltctl plan --explain`)\n",
+                s.intent.name, s.intent.vendor
+            ));
+        }
+    }
+    print(&report)?;
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! `mltctl plan --explain`: the plan as an admin reviews it.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use switch_config::RouteKind;
+use switch_config::{RouteKind, Vendor};
 
 use endhost_core::proto::PACING_BATCH;
 
@@ -117,9 +118,7 @@ fn thresholds(out: &mut String, plan: &Plan) {
             "\nRED/ECN thresholds for a {} buffer at {} Gbit/s ({}); {} used\n\
              Floors: every L_i holds one burst, {} ({} sender(s) x {} packets, plus {} \
              extra sender(s) at line rate for an RTT of {} µs); the lowest queue marks from \
-             C·RTT/7 = {} at the earliest; the rest of the buffer goes where it cuts loss most\n\
-             queue  mark S_i (pkts)        limit L_i (pkts)       loss small (tolerance)  \
-             loss large (tolerance)  set by (S; L)",
+             C·RTT/7 = {} at the earliest; the rest of the buffer goes where it cuts loss most",
             bytes(p.buffer_bytes),
             p.link_mbps as f64 / 1000.0,
             p.switches.join(", "),
@@ -130,6 +129,37 @@ fn thresholds(out: &mut String, plan: &Plan) {
             m.fan_in - 1,
             m.rtt_us,
             bytes(p.mark_floor_bytes),
+        );
+        if p.queue_limits {
+            let _ = writeln!(
+                out,
+                "Switches step at S_i (min = max, probability 100%) and drop every packet \
+                 above L_i."
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "Switches step at S_i (min = max, probability 100%) but cannot hold L_i. \
+                 Re-solved for that: L_i is not configured, and a queue's large gradients are \
+                 predicted against the room the shared buffer leaves them (the limit column)."
+            );
+            let vendors: BTreeSet<Vendor> = plan
+                .switches
+                .iter()
+                .filter(|s| p.switches.contains(&s.intent.name))
+                .map(|s| s.intent.vendor)
+                .collect();
+            for (vendor, why) in vendors
+                .into_iter()
+                .filter_map(|v| Some((v, v.no_queue_limit()?)))
+            {
+                let _ = writeln!(out, "  {vendor}: {why}.");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "queue  mark S_i (pkts)        limit L_i (pkts)       loss small (tolerance)  \
+             loss large (tolerance)  set by (S; L)"
         );
         for q in &p.queues {
             let a = &q.allocation;

@@ -61,12 +61,18 @@ pub struct ModelSummary {
     pub accept_over_tolerance: bool,
 }
 
-/// Thresholds for all switches with one buffer size and link speed.
+/// Thresholds for all switches with one buffer size, link speed and queue-limit
+/// support.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThresholdProfile {
     pub buffer_bytes: u64,
     /// The switches' fastest port.
     pub link_mbps: u64,
+    /// Whether these switches' OS holds L_i for every packet
+    /// ([`switch_config::Vendor::no_queue_limit`] says why not). Without it the model
+    /// is re-solved: L_i is not rendered, and a queue's important packets are dropped
+    /// only when the shared buffer is full (see [`thresholds::without_queue_limits`]).
+    pub queue_limits: bool,
     /// Every L_i holds at least this: one burst of the job (see [`burst_bytes`]).
     pub burst_bytes: u64,
     /// The lowest gradient queue's S_i is at least this: DCTCP's C·RTT/7.
@@ -84,7 +90,9 @@ pub struct QueueThreshold {
     pub queue: u8,
     /// S_i: above this, ECT packets are marked and Not-ECT packets dropped.
     pub mark_bytes: u64,
-    /// L_i: above this, every packet is dropped.
+    /// L_i: above this, every packet is dropped. Where the OS cannot hold it
+    /// ([`ThresholdProfile::queue_limits`] false), the share of the buffer the model
+    /// counts for the queue, not rendered.
     pub limit_bytes: u64,
     /// ρ_i of the priority-queue model.
     pub utilisation: f64,
@@ -140,7 +148,14 @@ impl Plan {
                 let link_mbps = switch_link_mbps(s);
                 let profile = thresholds
                     .iter()
-                    .find(|p| (p.buffer_bytes, p.link_mbps) == (s.buffer_bytes, link_mbps))
+                    .find(|p| {
+                        (p.buffer_bytes, p.link_mbps, p.queue_limits)
+                            == (
+                                s.buffer_bytes,
+                                link_mbps,
+                                s.vendor.no_queue_limit().is_none(),
+                            )
+                    })
                     .expect("every switch has a threshold profile");
                 SwitchPlan {
                     role: s.role,
@@ -314,11 +329,15 @@ fn threshold_profiles(
     qos: &QosPlan,
     model: &ModelSummary,
 ) -> Vec<ThresholdProfile> {
-    let mut by_kind: BTreeMap<(u64, u64), Vec<String>> = BTreeMap::new();
+    let mut by_kind: BTreeMap<ProfileKey, Vec<String>> = BTreeMap::new();
     for s in &inv.switches {
         let link_mbps = switch_link_mbps(s);
         by_kind
-            .entry((s.buffer_bytes, link_mbps))
+            .entry((
+                s.buffer_bytes,
+                link_mbps,
+                s.vendor.no_queue_limit().is_none(),
+            ))
             .or_default()
             .push(s.name.clone());
     }
@@ -340,7 +359,7 @@ fn threshold_profiles(
     let rounding_slack = THRESHOLD_UNIT * qos.classes.len() as u64;
     by_kind
         .into_iter()
-        .map(|((buffer_bytes, link_mbps), switches)| {
+        .map(|((buffer_bytes, link_mbps, queue_limits), switches)| {
             let burst = burst_bytes(model, link_mbps);
             let mark_floor = mark_floor_bytes(model, link_mbps);
             let lowest = qos.classes.len().saturating_sub(1);
@@ -368,7 +387,14 @@ fn threshold_profiles(
                 .collect();
             let budget =
                 buffer_bytes.saturating_sub(rounding_slack) / u64::from(model.packet_bytes);
-            let allocations = thresholds::optimise(&inputs, model.theta, budget);
+            let mut allocations = thresholds::optimise(&inputs, model.theta, budget);
+            let partition_bytes: u64 = allocations
+                .iter()
+                .map(|a| whole_units(a.limit_packets() * packet))
+                .sum();
+            if !queue_limits {
+                thresholds::without_queue_limits(&inputs, model.theta, budget, &mut allocations);
+            }
             let queues: Vec<QueueThreshold> = qos
                 .classes
                 .iter()
@@ -400,15 +426,24 @@ fn threshold_profiles(
             ThresholdProfile {
                 buffer_bytes,
                 link_mbps,
+                queue_limits,
                 burst_bytes: burst,
                 mark_floor_bytes: mark_floor,
                 switches,
-                used_bytes: queues.iter().map(|q| q.limit_bytes).sum(),
+                used_bytes: if queue_limits {
+                    queues.iter().map(|q| q.limit_bytes).sum()
+                } else {
+                    partition_bytes
+                },
                 queues,
             }
         })
         .collect()
 }
+
+/// Switches share a threshold profile when these match: buffer, fastest port, and
+/// whether their OS holds queue limits.
+type ProfileKey = (u64, u64, bool);
 
 /// `bytes` rounded up to whole [`THRESHOLD_UNIT`]s; the predicted losses are for the
 /// unrounded room, so they are upper bounds.
@@ -427,12 +462,13 @@ fn switch_qos(
         scheduler: Scheduler::Strict,
         ecn: None,
     }];
+    let holds_limit = profile.queue_limits;
     queues.extend(profile.queues.iter().map(|q| QueueIntent {
         queue: q.queue,
         scheduler: Scheduler::Strict,
         ecn: Some(EcnThresholds {
             mark_bytes: q.mark_bytes,
-            limit_bytes: q.limit_bytes,
+            limit_bytes: holds_limit.then_some(q.limit_bytes),
         }),
     }));
     QosIntent {

@@ -80,6 +80,14 @@
 //!   packet would cut it by less than a millionth of the tolerance: buffer past that
 //!   only adds queueing delay. The excess cost stays at its optimum (losses only fall).
 //! - Each threshold records what set it ([`SetBy`]), shown by `plan --explain`.
+//! - *Switches that cannot hold L_i* (no per-queue limit in their OS): the model is
+//!   re-solved for what they do, [`without_queue_limits`]. Without L_i a queue's
+//!   important packets are dropped only when the shared buffer is full. With every
+//!   other queue at its step S_k (their unimportant packets keep them there under
+//!   load; one queue congested at a time), queue i's important packets have
+//!   (1 − θ)·S_i + (B − Σ_k S_k) packets of room, and their predicted loss is
+//!   computed for that room. Whether the buffer is over-committed is still judged on
+//!   the partition Σ L_i the model solved for.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -166,6 +174,8 @@ pub enum SetBy {
     SpareBuffer,
     /// Set by hand in the inventory.
     Pinned,
+    /// The OS holds no per-queue limit: the shared buffer bounds the queue.
+    SharedBuffer,
 }
 
 impl SetBy {
@@ -176,6 +186,7 @@ impl SetBy {
             SetBy::MarkFloor => "C·RTT/7",
             SetBy::SpareBuffer => "spare buffer",
             SetBy::Pinned => "pinned",
+            SetBy::SharedBuffer => "shared buffer (no queue limit on this OS)",
         }
     }
 }
@@ -305,6 +316,31 @@ pub fn optimise(queues: &[QueueInput], theta: f64, budget: u64) -> Vec<Allocatio
             }
         })
         .collect()
+}
+
+/// Re-solves `allocations` (from [`optimise`]) for switches that cannot hold L_i:
+/// each unpinned queue's important packets get the room (1 − θ)·S_i + (B − Σ_k S_k)
+/// of the shared buffer (see module docs), and their loss is predicted for it.
+pub fn without_queue_limits(
+    queues: &[QueueInput],
+    theta: f64,
+    budget: u64,
+    allocations: &mut [Allocation],
+) {
+    let steps: f64 = allocations.iter().map(|a| a.mark_packets(theta)).sum();
+    let shared = (budget as f64 - steps).max(0.0);
+    for (q, a) in queues.iter().zip(allocations.iter_mut()) {
+        if q.pinned.is_some() {
+            continue;
+        }
+        let room = ((1.0 - theta) * a.mark_packets(theta) + shared).floor();
+        *a = Allocation::new(
+            q.rho,
+            a.small_packets,
+            room,
+            (a.mark_set_by, SetBy::SharedBuffer),
+        );
+    }
 }
 
 /// Gives packets one at a time to the sub-queue with the largest `gain` until none

@@ -37,6 +37,27 @@ impl Vendor {
     }
 }
 
+impl Vendor {
+    /// Why this OS cannot hold a byte limit per egress queue for every packet
+    /// (L_i of MLT Appendix B), or `None` when it can. The plan re-solves the model for
+    /// switches that cannot (see `mltctl plan --explain`).
+    pub fn no_queue_limit(self) -> Option<&'static str> {
+        match self {
+            Vendor::Sonic | Vendor::Eos => None,
+            Vendor::Cumulus => Some(
+                "NVUE bounds a traffic class only through advanced buffer regions on a \
+                 static service pool carved out of the lossy pool all other traffic uses; \
+                 mltctl does not repartition the buffer of a switch",
+            ),
+            Vendor::Onyx => Some(
+                "Onyx documents no per-queue byte limit (only switch-wide pools, as a \
+                 percentage of memory), and a traffic class has one congestion-control \
+                 curve, which holds the step",
+            ),
+        }
+    }
+}
+
 impl fmt::Display for Vendor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -120,16 +141,17 @@ pub enum Scheduler {
     Strict,
 }
 
-/// Per-queue selective dropping (MLT §5.2), as a RED/ECN curve.
+/// Per-queue selective dropping (MLT §5.2, Appendix B), as a step and a limit.
 ///
-/// Below `mark_bytes` nothing happens. From `mark_bytes` to `limit_bytes` ECN-capable
-/// (important) packets are marked and Not-ECT (unimportant) packets dropped, with a
-/// probability rising to 100%; above `limit_bytes` every ECT packet is marked and every
-/// Not-ECT packet dropped. `mark_bytes <= limit_bytes`, both whole KiB.
+/// Up to `mark_bytes` (S_i) nothing happens; above it every ECN-capable (important)
+/// packet is marked and every Not-ECT (unimportant) packet dropped: a step, where the
+/// OS allows min = max with probability 100%. Above `limit_bytes` (L_i) every packet is
+/// dropped; `None` when the switch's OS cannot hold a per-queue limit (then only the
+/// shared buffer bounds the queue). `mark_bytes <= limit_bytes`, both whole KiB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EcnThresholds {
     pub mark_bytes: u64,
-    pub limit_bytes: u64,
+    pub limit_bytes: Option<u64>,
 }
 
 /// A static IPv4 route; several next hops mean ECMP, none means discard.

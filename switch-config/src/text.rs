@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::items::{Change, Items};
 use crate::redact::{one_line, shown};
-use crate::{Error, StaticRoute, SwitchIntent};
+use crate::{EcnThresholds, Error, StaticRoute, SwitchIntent};
 
 /// Where a static route sends packets.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -254,6 +254,19 @@ pub fn dscps_by_class<'a>(pairs: impl Iterator<Item = (u8, u8)> + 'a) -> BTreeMa
 }
 
 /// An error for an intent item `vendor` has no way to express.
+/// Fails when the plan gives `queue` a limit its switch's OS cannot hold
+/// ([`crate::Vendor::no_queue_limit`]); the plan leaves it out for such switches.
+pub fn check_no_limit(intent: &SwitchIntent, queue: u8, ecn: &EcnThresholds) -> Result<(), Error> {
+    match (ecn.limit_bytes, intent.vendor.no_queue_limit()) {
+        (Some(bytes), Some(why)) => Err(unexpressible(
+            intent,
+            format!("queue {queue} limit {bytes} bytes"),
+            why,
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub fn unexpressible(
     intent: &SwitchIntent,
     item: impl Into<String>,

@@ -118,6 +118,40 @@ pub fn document(tables: &Value, ports: &[String]) -> Value {
         "sonic-queue:sonic-queue".into(),
         json!({"QUEUE": {"QUEUE_LIST": queues}}),
     );
+    // The egress lossy pool every SKU's buffer template defines, which the plan's
+    // buffer profiles draw from.
+    doc.insert(
+        "sonic-buffer-pool:sonic-buffer-pool".into(),
+        json!({"BUFFER_POOL": {"BUFFER_POOL_LIST": [
+            {"name": "egress_lossy_pool", "type": "egress", "mode": "dynamic", "size": "24709632"}
+        ]}}),
+    );
+    let buffer_profiles: Vec<Value> = objects("BUFFER_PROFILE")
+        .into_iter()
+        .map(|(name, f)| {
+            let mut entry = f.clone();
+            entry.insert("name".into(), json!(name));
+            Value::Object(entry)
+        })
+        .collect();
+    doc.insert(
+        "sonic-buffer-profile:sonic-buffer-profile".into(),
+        json!({"BUFFER_PROFILE": {"BUFFER_PROFILE_LIST": buffer_profiles}}),
+    );
+    let buffer_queues: Vec<Value> = objects("BUFFER_QUEUE")
+        .into_iter()
+        .map(|(key, f)| {
+            let (port, qindex) = key.rsplit_once('|').expect("port|queue");
+            let mut entry = f.clone();
+            entry.insert("port".into(), json!(port));
+            entry.insert("qindex".into(), json!(qindex));
+            Value::Object(entry)
+        })
+        .collect();
+    doc.insert(
+        "sonic-buffer-queue:sonic-buffer-queue".into(),
+        json!({"BUFFER_QUEUE": {"BUFFER_QUEUE_LIST": buffer_queues}}),
+    );
     let bindings: Vec<Value> = objects("PORT_QOS_MAP")
         .into_iter()
         .map(|(port, f)| {

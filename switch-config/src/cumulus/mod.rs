@@ -10,15 +10,25 @@
 //!   plan's classes (default T = P);
 //! - `qos egress-scheduler default-global traffic-class Q mode strict` on owned queues
 //!   (default DWRR);
-//! - `qos congestion-control default-global traffic-class Q` with `min-threshold`,
-//!   `max-threshold` (bytes), `probability 100`, `ecn enable` (ECT packets are marked)
-//!   and `red enable` (Not-ECT packets are dropped) on gradient queues, and none on the
-//!   control queue;
+//! - `qos congestion-control default-global traffic-class Q` with `min-threshold` =
+//!   `max-threshold` = S_i (bytes), `probability 100`, `ecn enable` (ECT packets are
+//!   marked) and `red enable` (Not-ECT packets are dropped) on gradient queues: the
+//!   step of MLT Appendix B. NVUE documents no rule that min be below max, and the
+//!   Spectrum driver takes min = max (it refuses only min > max). None on the control
+//!   queue;
 //! - `vrf default router static PREFIX via NH` inside the plan's scope; a discard is
 //!   `via blackhole`;
 //! - on the plan's ports, no profile of their own for what `default-global` sets
 //!   (`interface swp31 qos egress-scheduler profile uplinks` overrides it there): such
 //!   a binding is unset. Other interface QoS (PFC, shaping, remarking) is left alone.
+//!
+//! The queue limit L_i is not configured: NVUE's only per-traffic-class byte bound is
+//! `qos advance-buffer-config default-global egress-lossy-buffer traffic-class Q
+//! shared-bytes N`, for a buffer region mapped to a *static* egress service pool, and
+//! such a pool is carved out of the lossy pool every other traffic class uses
+//! (`traffic-pool default-lossy memory-percent`). mltctl does not repartition a
+//! switch's buffer; the plan re-solves its model for switches without queue limits
+//! ([`crate::Vendor::no_queue_limit`]), and a plan that asks for a limit fails here.
 //!
 //! A route written with `distance N via …` is another route (a floating one) and is
 //! left alone, like routes in other VRFs.
@@ -42,8 +52,8 @@ use ipnet::Ipv4Net;
 use crate::items::{Change, Items};
 use crate::redact::shown;
 use crate::text::{
-    MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, default_class,
-    number_list, parse_error, planned_routes,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, check_no_limit,
+    default_class, number_list, parse_error, planned_routes,
 };
 use crate::{Driver, Error, SwitchIntent};
 
@@ -175,9 +185,10 @@ impl Driver for Cumulus {
         for q in &qos.queues {
             items.insert(Key::Scheduler(q.queue), Value::Word("strict".into()));
             if let Some(ecn) = q.ecn {
+                check_no_limit(intent, q.queue, &ecn)?;
                 let congestion = Congestion {
                     min_threshold: Some(ecn.mark_bytes),
-                    max_threshold: Some(ecn.limit_bytes),
+                    max_threshold: Some(ecn.mark_bytes),
                     probability: Some(100),
                     ecn: Some(true),
                     red: Some(true),

@@ -6,10 +6,22 @@
 //!   config, so a missing line means D/8.
 //! - `qos map traffic-class T… to tx-queue Q` for the plan's classes (default Q = T).
 //! - `qos profile MLT`: `qos trust dscp`, and per owned queue a `tx-queue Q` with
-//!   `priority strict` and, on gradient queues, `random-detect ecn minimum-threshold S
-//!   bytes maximum-threshold L bytes max-mark-probability 100`. Strict priority is the
-//!   EOS default, so a running config shows only `no priority`; a missing
-//!   `max-mark-probability` means 100. Anything else in profile MLT's ECN is stale.
+//!   `priority strict` and, on gradient queues, the two curves of MLT Appendix B:
+//!   - the step at S_i: `random-detect ecn minimum-threshold S bytes maximum-threshold
+//!     S bytes max-mark-probability 100`. Above S, ECT packets are marked and Not-ECT
+//!     packets dropped (EOS drops them unless `qos random-detect ecn allow non-ect` is
+//!     set, which the plan's switches must not have). min = max is a vertical cut-off,
+//!     as OpenConfig's ECN test DP-1.3 configures it (EOS is not among the devices it
+//!     marks as refusing equal thresholds);
+//!   - the limit L_i: `random-detect drop minimum-threshold L bytes maximum-threshold L
+//!     bytes drop-probability 100`, WRED that drops ECT and Not-ECT packets alike above
+//!     L (AVD's `qos_profiles.tx_queues[].random_detect.drop`). EOS has no queue-length
+//!     command for a tx-queue; this is its per-queue limit for every packet.
+//!
+//!   Strict priority is the EOS default, so a running config shows only `no
+//!   priority`; a missing `max-mark-probability` means 100. Anything else in profile
+//!   MLT's ECN or drop curves is stale; drop curves for one drop precedence
+//!   (`random-detect drop drop-precedence P …`) are not the plan's.
 //! - `service-profile MLT` on every port of the plan (and on no other port).
 //! - On the plan's ports, no `tx-queue` setting of their own for the plan's queues:
 //!   an interface's `tx-queue Q` block overrides the profile on that port, so a
@@ -54,6 +66,8 @@ pub enum Key {
     ProfileTrust,
     QueuePriority(u8),
     QueueEcn(u8),
+    /// The queue's WRED drop curve (no drop precedence): its limit L_i.
+    QueueDrop(u8),
     ServiceProfile(String),
     /// An interface's own `tx-queue Q` priority, overriding the profile's.
     PortQueuePriority(String, u8),
@@ -67,7 +81,7 @@ pub enum Value {
     Number(u8),
     Trust(String),
     Strict(bool),
-    Ecn(EcnCurve),
+    Curve(EcnCurve),
     /// No setting of its own: the profile's applies.
     Inherited,
     Applied,
@@ -100,6 +114,7 @@ impl fmt::Display for Key {
             Key::ProfileTrust => write!(f, "qos profile {PROFILE} trust"),
             Key::QueuePriority(q) => write!(f, "tx-queue {q} priority"),
             Key::QueueEcn(q) => write!(f, "tx-queue {q} ECN"),
+            Key::QueueDrop(q) => write!(f, "tx-queue {q} WRED drop"),
             Key::ServiceProfile(port) => write!(f, "interface {port} service-profile"),
             Key::PortQueuePriority(port, q) => write!(f, "interface {port} tx-queue {q} priority"),
             Key::PortQueueEcn(port, q) => write!(f, "interface {port} tx-queue {q} ECN"),
@@ -124,7 +139,7 @@ impl fmt::Display for Value {
             Value::Trust(t) => f.write_str(t),
             Value::Strict(true) => f.write_str("strict"),
             Value::Strict(false) => f.write_str("round-robin"),
-            Value::Ecn(c) => write!(f, "{} to {}, {}%", c.min, c.max, c.probability),
+            Value::Curve(c) => write!(f, "{} to {}, {}%", c.min, c.max, c.probability),
             Value::Inherited => f.write_str("the profile's"),
             Value::Applied => f.write_str(PROFILE),
             Value::Route(hops) => write!(f, "{hops}"),
@@ -159,22 +174,25 @@ impl Driver for Eos {
         for q in &qos.queues {
             items.insert(Key::QueuePriority(q.queue), Value::Strict(true));
             if let Some(ecn) = q.ecn {
-                for bytes in [ecn.mark_bytes, ecn.limit_bytes] {
+                let step = |bytes: u64| -> Result<Value, Error> {
                     if !(1..=MAX_THRESHOLD_BYTES).contains(&bytes) {
-                        let item = format!("queue {} ECN threshold {bytes} bytes", q.queue);
+                        let item = format!("queue {} threshold {bytes} bytes", q.queue);
                         return Err(unexpressible(
                             intent,
                             item,
                             "EOS takes 1 to 256000000 bytes",
                         ));
                     }
-                }
-                let curve = EcnCurve {
-                    min: Threshold::Bytes(ecn.mark_bytes),
-                    max: Threshold::Bytes(ecn.limit_bytes),
-                    probability: 100,
+                    Ok(Value::Curve(EcnCurve {
+                        min: Threshold::Bytes(bytes),
+                        max: Threshold::Bytes(bytes),
+                        probability: 100,
+                    }))
                 };
-                items.insert(Key::QueueEcn(q.queue), Value::Ecn(curve));
+                items.insert(Key::QueueEcn(q.queue), step(ecn.mark_bytes)?);
+                if let Some(limit) = ecn.limit_bytes {
+                    items.insert(Key::QueueDrop(q.queue), step(limit)?);
+                }
             }
         }
         for port in &qos.ports {
@@ -266,9 +284,16 @@ impl Driver for Eos {
                 ["priority", "strict"] => seen.set_strict(owner, queue, true),
                 ["no", "priority"] => seen.set_strict(owner, queue, false),
                 ["random-detect", "ecn", rest @ ..] if !rest.is_empty() && rest[0] != "count" => {
-                    let curve =
-                        ecn_curve(rest).ok_or_else(|| fail("cannot read random-detect ecn"))?;
+                    let curve = curve(rest, "max-mark-probability")
+                        .ok_or_else(|| fail("cannot read random-detect ecn"))?;
                     seen.set_ecn(owner, queue, curve);
+                }
+                ["random-detect", "drop", rest @ ..]
+                    if owner == QueueOwner::Profile && rest.first() != Some(&"drop-precedence") =>
+                {
+                    let curve = curve(rest, "drop-probability")
+                        .ok_or_else(|| fail("cannot read random-detect drop"))?;
+                    seen.drop.insert(queue, curve);
                 }
                 _ => {}
             }
@@ -307,6 +332,7 @@ struct Running {
     trust: Option<String>,
     strict: BTreeMap<u8, bool>,
     ecn: BTreeMap<u8, EcnCurve>,
+    drop: BTreeMap<u8, EcnCurve>,
     applied: BTreeSet<String>,
     /// Interfaces' own `tx-queue` settings.
     port_strict: BTreeMap<(String, u8), bool>,
@@ -323,6 +349,7 @@ impl Default for Running {
             trust: None,
             strict: BTreeMap::new(),
             ecn: BTreeMap::new(),
+            drop: BTreeMap::new(),
             applied: BTreeSet::new(),
             port_strict: BTreeMap::new(),
             port_ecn: BTreeMap::new(),
@@ -401,7 +428,10 @@ impl Running {
                 items.insert(Key::QueuePriority(q.queue), Value::Strict(strict));
             }
             for (queue, curve) in self.ecn {
-                items.insert(Key::QueueEcn(queue), Value::Ecn(curve));
+                items.insert(Key::QueueEcn(queue), Value::Curve(curve));
+            }
+            for (queue, curve) in self.drop {
+                items.insert(Key::QueueDrop(queue), Value::Curve(curve));
             }
         }
         for port in self.applied {
@@ -415,7 +445,7 @@ impl Running {
                 let ecn = self
                     .port_ecn
                     .remove(&key)
-                    .map_or(Value::Inherited, Value::Ecn);
+                    .map_or(Value::Inherited, Value::Curve);
                 let (port, queue) = key;
                 items.insert(
                     Key::PortQueuePriority(port.clone(), queue),
@@ -467,8 +497,9 @@ fn map_line(words: &[&str], target_word: &str, max: u32) -> Result<(Vec<u32>, u8
     Ok((values, target))
 }
 
-/// `minimum-threshold N UNIT maximum-threshold N UNIT [max-mark-probability P] [weight W]`.
-fn ecn_curve(words: &[&str]) -> Option<EcnCurve> {
+/// `minimum-threshold N UNIT maximum-threshold N UNIT [PROBABILITY-WORD P] [weight W]`,
+/// where the probability is `max-mark-probability` (ECN) or `drop-probability` (drop).
+fn curve(words: &[&str], probability_word: &str) -> Option<EcnCurve> {
     let mut min = None;
     let mut max = None;
     let mut probability = 100;
@@ -483,7 +514,7 @@ fn ecn_curve(words: &[&str]) -> Option<EcnCurve> {
                 max = Some(threshold(n, unit)?);
                 tail
             }
-            ("max-mark-probability", [p, tail @ ..]) => {
+            (word, [p, tail @ ..]) if word == probability_word => {
                 probability = p.parse().ok()?;
                 tail
             }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Key, MAX_VALUES_PER_MAP_LINE, Threshold, Value};
+use super::{EcnCurve, Key, MAX_VALUES_PER_MAP_LINE, Threshold, Value};
 use crate::items::Change;
 use crate::text::{RouteLine, dscps_by_class, route_lines, wanted};
 use crate::{Error, SwitchIntent, templates};
@@ -50,9 +50,11 @@ struct QueueView {
     priority: Option<&'static str>,
     /// The curve to set, or to remove; unchanged if absent.
     ecn: Option<EcnView>,
+    /// The WRED drop curve to set, or to remove; unchanged if absent.
+    drop: Option<EcnView>,
 }
 
-/// `random-detect ecn …` of a tx-queue, or its removal.
+/// `random-detect ecn|drop …` of a tx-queue, or its removal.
 #[derive(Serialize)]
 #[serde(tag = "set", rename_all = "lowercase")]
 enum EcnView {
@@ -69,6 +71,16 @@ enum EcnView {
 struct ThresholdView {
     amount: u64,
     unit: String,
+}
+
+impl From<&EcnCurve> for EcnView {
+    fn from(c: &EcnCurve) -> Self {
+        EcnView::On {
+            min: (&c.min).into(),
+            max: (&c.max).into(),
+            probability: c.probability,
+        }
+    }
 }
 
 impl From<&Threshold> for ThresholdView {
@@ -124,14 +136,14 @@ impl<'a> View<'a> {
                     queue_view(&mut queues, *q).priority =
                         Some(if *strict { "strict" } else { "round-robin" });
                 }
-                (Key::QueueEcn(q), Some(Value::Ecn(c))) => {
-                    queue_view(&mut queues, *q).ecn = Some(EcnView::On {
-                        min: (&c.min).into(),
-                        max: (&c.max).into(),
-                        probability: c.probability,
-                    });
+                (Key::QueueEcn(q), Some(Value::Curve(c))) => {
+                    queue_view(&mut queues, *q).ecn = Some(c.into());
                 }
                 (Key::QueueEcn(q), None) => queue_view(&mut queues, *q).ecn = Some(EcnView::Off),
+                (Key::QueueDrop(q), Some(Value::Curve(c))) => {
+                    queue_view(&mut queues, *q).drop = Some(c.into());
+                }
+                (Key::QueueDrop(q), None) => queue_view(&mut queues, *q).drop = Some(EcnView::Off),
                 (Key::ServiceProfile(port), to) => {
                     interface(&mut interfaces, port).profile = Some(to.is_some())
                 }
@@ -193,6 +205,7 @@ fn port_queue(interface: &mut InterfaceView, queue: u8) -> &mut QueueView {
                 queue,
                 priority: None,
                 ecn: None,
+                drop: None,
             });
             interface.queues.len() - 1
         }
@@ -205,6 +218,7 @@ fn queue_view(queues: &mut BTreeMap<u8, QueueView>, queue: u8) -> &mut QueueView
         queue,
         priority: None,
         ecn: None,
+        drop: None,
     })
 }
 

@@ -9,11 +9,20 @@
 //!   each switch priority in the class of the same number);
 //! - `traffic-class Q dcb ets strict` on owned queues (default: WRR, which
 //!   `no traffic-class Q dcb ets` returns to);
-//! - `traffic-class Q congestion-control ecn minimum-absolute S maximum-absolute L` on
-//!   gradient queues, and none on the control queue;
+//! - `traffic-class Q congestion-control both minimum-absolute S maximum-absolute S` on
+//!   gradient queues, and none on the control queue: the step of MLT Appendix B, with
+//!   `both` so that ECT packets are marked (ECN) and Not-ECT packets dropped (RED) at
+//!   S_i. Onyx documents no rule that min be below max; the Spectrum ASIC takes
+//!   min = max (the Linux mlxsw driver refuses only min > max);
 //!
 //! and the static routes of the default VRF inside the plan's scope, written
 //! `ip route N /LEN NH`; a discard is `null0`.
+//!
+//! The queue limit L_i is not configured: Onyx documents no per-queue byte limit (its
+//! traffic pools bound priorities switch-wide, as a percentage of memory), and a
+//! traffic class has one congestion-control curve, which holds the step. The plan
+//! re-solves its model for switches without queue limits
+//! ([`crate::Vendor::no_queue_limit`]), and a plan that asks for a limit fails here.
 //!
 //! Units: congestion-control thresholds are in KB, taken as 1,024 bytes; the plan's
 //! thresholds are whole KiB, so the conversion is exact. A running config may also
@@ -34,8 +43,8 @@ use ipnet::Ipv4Net;
 use crate::items::{Change, Items};
 use crate::redact::shown;
 use crate::text::{
-    MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, default_class,
-    expect_cli_text, number_list, parse_error, planned_routes, unexpressible,
+    MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, check_no_limit,
+    default_class, expect_cli_text, number_list, parse_error, planned_routes, unexpressible,
 };
 use crate::{Driver, Error, SwitchIntent};
 
@@ -200,6 +209,7 @@ impl Driver for Onyx {
             for q in &qos.queues {
                 items.insert(Key::Ets(p(), q.queue), Value::Ets(Ets::Strict));
                 if let Some(ecn) = q.ecn {
+                    check_no_limit(intent, q.queue, &ecn)?;
                     let kb = |bytes: u64| {
                         if bytes.is_multiple_of(KB) {
                             Ok(bytes / KB)
@@ -212,10 +222,11 @@ impl Driver for Onyx {
                             ))
                         }
                     };
+                    let step = kb(ecn.mark_bytes)?;
                     let value = Value::Ecn {
-                        control: "ecn".into(),
-                        min_kb: kb(ecn.mark_bytes)?,
-                        max_kb: kb(ecn.limit_bytes)?,
+                        control: "both".into(),
+                        min_kb: step,
+                        max_kb: step,
                     };
                     items.insert(Key::Ecn(p(), q.queue), value);
                 }

@@ -24,6 +24,8 @@ struct View<'a> {
     switch: &'a str,
     /// A whole configuration (with a title), not a list of fixes.
     full: bool,
+    /// Why the queues' limits L_i are not configured (said in a whole configuration).
+    no_queue_limit: Option<&'static str>,
     ports: Vec<PortView>,
     routes: Vec<RouteLine>,
 }
@@ -109,6 +111,7 @@ impl<'a> View<'a> {
         }
         View {
             switch: &intent.name,
+            no_queue_limit: intent.vendor.no_queue_limit(),
             full,
             ports: port_ranges(ports),
             routes,

@@ -4,11 +4,24 @@
 //! What the plan owns:
 //! - `DSCP_TO_TC_MAP|MLT` (all 64 DSCP values) and `TC_TO_QUEUE_MAP|MLT`;
 //! - `SCHEDULER|MLT_STRICT` (type STRICT), bound to every owned queue;
-//! - `WRED_PROFILE|MLT_Q<q>` per gradient queue: green WRED with `ecn: ecn_green`,
-//!   `green_min_threshold` = mark, `green_max_threshold` = limit (bytes, exactly),
-//!   `green_drop_probability` 100. All traffic of the plan is green.
+//! - `WRED_PROFILE|MLT_Q<q>` per gradient queue, the step S_i of MLT Appendix B: green
+//!   WRED with `ecn: ecn_green`, `green_min_threshold` = `green_max_threshold` = S_i
+//!   (bytes, exactly), `green_drop_probability` 100: above S_i ECT packets are marked
+//!   and Not-ECT packets dropped. All traffic of the plan is green. The YANG model
+//!   allows max = min (`must "current() >= ../green_min_threshold"`), and orchagent
+//!   refuses only min > max.
+//! - `BUFFER_PROFILE|MLT_Q<q>_LIMIT` per gradient queue, the limit L_i for every
+//!   packet: `pool: egress_lossy_pool` (the name every SONiC buffer template gives the
+//!   egress lossy pool; the switch must have it), `size: 0` and `static_th` = L_i. A
+//!   static threshold caps the queue's use of the shared pool at that many bytes
+//!   (SAI's `SHARED_STATIC_TH`); `size` reserves nothing. The threshold mode of a
+//!   buffer profile is fixed when orchagent creates it, hence a profile of the plan's
+//!   own rather than an edit of the SKU's dynamic one.
 //! - `QUEUE|<port>|<q>` for every port and owned queue (its `scheduler` and
 //!   `wred_profile`), and any other `QUEUE` entry naming an `MLT_` object (stale);
+//! - `BUFFER_QUEUE|<port>|<q>` (its `profile`) for every port and gradient queue, one
+//!   port per key as the YANG model's leafref wants, and any other `BUFFER_QUEUE`
+//!   entry naming an `MLT_` profile (stale);
 //! - the `dscp_to_tc_map` and `tc_to_queue_map` fields of `PORT_QOS_MAP|<port>` — the
 //!   entry's other fields (PFC and the like) are left alone;
 //! - `STATIC_ROUTE|default|<prefix>` inside the plan's scope; a discard is
@@ -20,8 +33,8 @@
 //! Spelling is not a difference: references written the old way (`[SCHEDULER|x]`) and
 //! route keys without `default|` compare equal to the plan's.
 //!
-//! One entry may set several ports or queues: `QUEUE|Ethernet0|3-4` (older QoS
-//! templates), `Ethernet0,Ethernet4|3` and `PORT_QOS_MAP|Ethernet0,Ethernet4` (SONiC
+//! One entry may set several ports or queues: `QUEUE|Ethernet0|3-4` and
+//! `BUFFER_QUEUE|Ethernet0|0-2` (QoS and buffer templates), `Ethernet0,Ethernet4|3` and `PORT_QOS_MAP|Ethernet0,Ethernet4` (SONiC
 //! before 2019). When such an entry covers one of the plan's ports or queues, the plan's
 //! own entry would compete with it (orchagent applies both, in no set order), so the
 //! shared entry is split: removed, and written again for what is not the plan's, with
@@ -46,23 +59,31 @@ const OWNED_PREFIX: &str = "MLT_";
 /// The highest queue index a QUEUE key may name (unicast and multicast queues).
 const MAX_QUEUE: u32 = 63;
 
-const TABLES: [Table; 7] = [
+const TABLES: [Table; 9] = [
     Table::DscpToTcMap,
     Table::TcToQueueMap,
     Table::Scheduler,
     Table::WredProfile,
+    Table::BufferProfile,
     Table::Queue,
+    Table::BufferQueue,
     Table::PortQosMap,
     Table::StaticRoute,
 ];
+/// The egress pool of lossy traffic, as every SONiC buffer template names it.
+const LOSSY_POOL: &str = "egress_lossy_pool";
 
+/// In the order a patch adds them: a referenced table before the tables that refer
+/// to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Table {
     DscpToTcMap,
     TcToQueueMap,
     Scheduler,
     WredProfile,
+    BufferProfile,
     Queue,
+    BufferQueue,
     PortQosMap,
     StaticRoute,
 }
@@ -74,7 +95,9 @@ impl Table {
             Table::TcToQueueMap => "TC_TO_QUEUE_MAP",
             Table::Scheduler => "SCHEDULER",
             Table::WredProfile => "WRED_PROFILE",
+            Table::BufferProfile => "BUFFER_PROFILE",
             Table::Queue => "QUEUE",
+            Table::BufferQueue => "BUFFER_QUEUE",
             Table::PortQosMap => "PORT_QOS_MAP",
             Table::StaticRoute => "STATIC_ROUTE",
         }
@@ -126,6 +149,7 @@ impl PartialEq for Value {
             (Value::Object(_), Value::Object(_)) => true,
             (Value::Field(a), Value::Field(b)) => a == b,
             (Value::Route { hops: a, .. }, Value::Route { hops: b, .. }) => a == b,
+            (Value::Shared(a), Value::Shared(b)) => a == b,
             _ => false,
         }
     }
@@ -216,11 +240,19 @@ impl Driver for Sonic {
                 let fields = vec![
                     ("ecn", "ecn_green".into()),
                     ("green_drop_probability", "100".into()),
-                    ("green_max_threshold", ecn.limit_bytes.to_string()),
+                    ("green_max_threshold", ecn.mark_bytes.to_string()),
                     ("green_min_threshold", ecn.mark_bytes.to_string()),
                     ("wred_green_enable", "true".into()),
                 ];
                 object(Table::WredProfile, wred_name(q.queue), fields);
+                if let Some(limit) = ecn.limit_bytes {
+                    let fields = vec![
+                        ("pool", LOSSY_POOL.into()),
+                        ("size", "0".into()),
+                        ("static_th", limit.to_string()),
+                    ];
+                    object(Table::BufferProfile, limit_name(q.queue), fields);
+                }
             }
         }
         for port in &qos.ports {
@@ -230,6 +262,10 @@ impl Driver for Sonic {
                     fields.push(("wred_profile", wred_name(q.queue)));
                 }
                 object(Table::Queue, format!("{port}|{}", q.queue), fields);
+                if q.ecn.is_some_and(|e| e.limit_bytes.is_some()) {
+                    let fields = vec![("profile", limit_name(q.queue))];
+                    object(Table::BufferQueue, format!("{port}|{}", q.queue), fields);
+                }
             }
             let maps = vec![
                 ("dscp_to_tc_map", MAP.to_string()),
@@ -290,7 +326,7 @@ impl Driver for Sonic {
                 add_object(&mut items, table_kind, name, object, None);
             }
         }
-        for table_kind in [Table::Scheduler, Table::WredProfile] {
+        for table_kind in [Table::Scheduler, Table::WredProfile, Table::BufferProfile] {
             for (name, object) in table(table_kind.name()).into_iter().flatten() {
                 if let (true, Some(object)) = (name.starts_with(OWNED_PREFIX), object.as_object()) {
                     add_object(&mut items, table_kind, name, object, None);
@@ -303,64 +339,27 @@ impl Driver for Sonic {
             planned_port(port) && intent.qos.queues.iter().any(|o| u32::from(o.queue) == q)
         };
         let queue_fields: &[&str] = &["scheduler", "wred_profile"];
-        let queue_table = table(Table::Queue.name());
-        for (name, object) in queue_table.into_iter().flatten() {
-            let (Some((port_list, queue_list)), Some(object)) =
-                (name.rsplit_once('|'), object.as_object())
-            else {
-                continue;
-            };
-            let Ok(queues) = number_list(queue_list, MAX_QUEUE) else {
-                continue;
-            };
-            let members: Vec<&str> = port_list.split(',').collect();
-            if let ([port], [queue]) = (members.as_slice(), queues.as_slice())
-                && planned_queue(port, *queue)
-                && *name == format!("{port}|{queue}")
-            {
-                add_object(&mut items, Table::Queue, name, object, Some(queue_fields));
-                continue;
-            }
-            if members
-                .iter()
-                .any(|p| queues.iter().any(|q| planned_queue(p, *q)))
-            {
-                let fields = without_references(object);
-                let mut kept = Vec::new();
-                for port in &members {
-                    let rest: Vec<u8> = queues
-                        .iter()
-                        .filter(|q| !planned_queue(port, **q))
-                        .map(|q| *q as u8)
-                        .collect();
-                    for run in ranges(&rest) {
-                        let key = format!("{port}|{run}");
-                        // An entry of its own already sets it, and stays as it is.
-                        if queue_table.is_none_or(|t| !t.contains_key(&key)) {
-                            kept.push((key, fields.clone()));
-                        }
-                    }
-                }
-                items.insert(object_key(Table::Queue, name), Value::Shared(kept));
-                continue;
-            }
-            // Another queue pointing at the plan's scheduler or profiles: those fields
-            // are stale (the queue itself is not the plan's, so it stays).
-            for field in queue_fields {
-                if let Some(value) = object
-                    .get(*field)
-                    .map(normalise)
-                    .filter(|v| v.starts_with(OWNED_PREFIX))
-                {
-                    let key = Key {
-                        table: Table::Queue,
-                        object: name.clone(),
-                        field: Some(field.to_string()),
-                    };
-                    items.insert(key, Value::Field(value));
-                }
-            }
-        }
+        add_queue_entries(
+            &mut items,
+            Table::Queue,
+            queue_fields,
+            table(Table::Queue.name()),
+            &planned_queue,
+        );
+        // Only queues with a limit have a BUFFER_QUEUE entry of the plan's.
+        let limited_queue = |port: &str, q: u32| {
+            planned_port(port)
+                && intent.qos.queues.iter().any(|o| {
+                    u32::from(o.queue) == q && o.ecn.is_some_and(|e| e.limit_bytes.is_some())
+                })
+        };
+        add_queue_entries(
+            &mut items,
+            Table::BufferQueue,
+            &["profile"],
+            table(Table::BufferQueue.name()),
+            &limited_queue,
+        );
         let map_fields = ["dscp_to_tc_map", "tc_to_queue_map"];
         let map_table = table(Table::PortQosMap.name());
         for (name, object) in map_table.into_iter().flatten() {
@@ -462,6 +461,75 @@ impl Driver for Sonic {
     }
 }
 
+/// Entries of a per-port queue table (`QUEUE`, `BUFFER_QUEUE`; keys `PORTS|QUEUES`):
+/// the plan's own entries with their owned `fields`, entries shared by the plan's
+/// queues and others (split), and other entries' stale references to the plan's objects.
+fn add_queue_entries(
+    items: &mut Items<Key, Value>,
+    table_kind: Table,
+    queue_fields: &[&str],
+    queue_table: Option<&Map<String, Json>>,
+    planned_queue: &dyn Fn(&str, u32) -> bool,
+) {
+    for (name, object) in queue_table.into_iter().flatten() {
+        let (Some((port_list, queue_list)), Some(object)) =
+            (name.rsplit_once('|'), object.as_object())
+        else {
+            continue;
+        };
+        let Ok(queues) = number_list(queue_list, MAX_QUEUE) else {
+            continue;
+        };
+        let members: Vec<&str> = port_list.split(',').collect();
+        if let ([port], [queue]) = (members.as_slice(), queues.as_slice())
+            && planned_queue(port, *queue)
+            && *name == format!("{port}|{queue}")
+        {
+            add_object(items, table_kind, name, object, Some(queue_fields));
+            continue;
+        }
+        if members
+            .iter()
+            .any(|p| queues.iter().any(|q| planned_queue(p, *q)))
+        {
+            let fields = without_references(object);
+            let mut kept = Vec::new();
+            for port in &members {
+                let rest: Vec<u8> = queues
+                    .iter()
+                    .filter(|q| !planned_queue(port, **q))
+                    .map(|q| *q as u8)
+                    .collect();
+                for run in ranges(&rest) {
+                    let key = format!("{port}|{run}");
+                    // An entry of its own already sets it, and stays as it is.
+                    if queue_table.is_none_or(|t| !t.contains_key(&key)) {
+                        kept.push((key, fields.clone()));
+                    }
+                }
+            }
+            items.insert(object_key(table_kind, name), Value::Shared(kept));
+            continue;
+        }
+        // Another queue pointing at the plan's scheduler or profiles: those fields
+        // are stale (the queue itself is not the plan's, so it stays).
+        for field in queue_fields {
+            if let Some(value) = object
+                .get(*field)
+                .map(normalise)
+                .filter(|v| v.starts_with(OWNED_PREFIX))
+            {
+                let key = Key {
+                    table: table_kind,
+                    object: name.clone(),
+                    field: Some(field.to_string()),
+                };
+                items.insert(key, Value::Field(value));
+            }
+        }
+    }
+}
+
 /// Records a running object and its fields (only `fields`, when given).
 fn add_object(
     items: &mut Items<Key, Value>,
@@ -550,6 +618,10 @@ fn table_key(table: Table) -> Key {
 
 fn wred_name(queue: u8) -> String {
     format!("{OWNED_PREFIX}Q{queue}")
+}
+
+fn limit_name(queue: u8) -> String {
+    format!("{OWNED_PREFIX}Q{queue}_LIMIT")
 }
 
 /// A field value as text, with references and booleans in one spelling.

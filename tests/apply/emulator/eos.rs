@@ -7,7 +7,9 @@
 //!   prints; tx-queues print in ascending order, each nested block after a `!` line of
 //!   its indent (as AVD's intended configurations and real dumps show), and a
 //!   `tx-queue` with nothing but defaults does not print. An interface's own `tx-queue`
-//!   blocks override its service profile's.
+//!   blocks override its service profile's. A tx-queue holds one `random-detect ecn`
+//!   curve and one `random-detect drop` curve per drop precedence (AVD's
+//!   `qos_profiles.tx_queues[].random_detect`).
 //! - In configuration mode a command not valid in the current mode is tried in the
 //!   enclosing modes (so `interface X` after `tx-queue 3` works); an invalid command
 //!   prints `% Invalid input`.
@@ -357,12 +359,24 @@ impl Config {
                 ["priority", "strict"] => remove_children(node, "no priority"),
                 ["no", "priority"] => set_child(node, "no priority", line),
                 ["random-detect", "ecn", rest @ ..] if rest.first() != Some(&"count") => {
-                    if let Err(e) = check_ecn(rest) {
+                    if let Err(e) = check_curve(rest, "ecn", "max-mark-probability") {
                         return Some(Err(e));
                     }
                     set_child(node, "random-detect ecn ", line);
                 }
                 ["no", "random-detect", "ecn"] => remove_children(node, "random-detect ecn "),
+                // Without a drop precedence: the curve for every packet of the queue.
+                ["random-detect", "drop", rest @ ..]
+                    if rest.first() != Some(&"drop-precedence") =>
+                {
+                    if let Err(e) = check_curve(rest, "drop", "drop-probability") {
+                        return Some(Err(e));
+                    }
+                    set_child(node, "random-detect drop minimum-threshold ", line);
+                }
+                ["no", "random-detect", "drop"] => {
+                    remove_children(node, "random-detect drop minimum-threshold ")
+                }
                 _ => return None,
             }
             return Some(Ok(()));
@@ -615,9 +629,10 @@ fn route_key(words: &[&str]) -> Result<(String, Ipv4Net, String), String> {
     Ok((vrf, prefix_of(prefix)?, hop.to_string()))
 }
 
-/// `minimum-threshold N UNIT maximum-threshold N UNIT [max-mark-probability P] [weight W]`.
-fn check_ecn(words: &[&str]) -> Result<(), String> {
-    let invalid = |why: &str| Err(format!("Invalid input (random-detect ecn: {why})"));
+/// `minimum-threshold N UNIT maximum-threshold N UNIT [PROBABILITY-WORD P] [weight W]`,
+/// as AVD's schema bounds them (`random-detect ecn` or `random-detect drop`).
+fn check_curve(words: &[&str], kind: &str, probability_word: &str) -> Result<(), String> {
+    let invalid = |why: &str| Err(format!("Invalid input (random-detect {kind}: {why})"));
     let mut rest = words;
     let mut seen = (false, false);
     while let Some((word, tail)) = rest.split_first() {
@@ -643,7 +658,7 @@ fn check_ecn(words: &[&str]) -> Result<(), String> {
                 }
                 tail
             }
-            ("max-mark-probability", [p, tail @ ..]) => match p.parse::<u8>() {
+            (word, [p, tail @ ..]) if word == probability_word => match p.parse::<u8>() {
                 Ok(1..=100) => tail,
                 _ => return invalid("probability"),
             },

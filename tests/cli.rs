@@ -227,6 +227,18 @@ fn groups_json_gives_each_iterations_groups_and_each_ranks_group() {
     assert_eq!(pattern["hosts"][0], "h1");
 }
 
+/// The lab's racks hold two hosts: a host with a shared NIC never represents its rack,
+/// so its only rack-mate does, and it averages with the other rack's free host.
+#[test]
+fn a_contended_host_in_a_rack_of_two_pairs_across_racks() {
+    let out = mltctl(&["groups", "-i", LAB, "--contention", "host:h1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(printed.contains("mixing: every host reached"), "{printed}");
+    assert!(printed.contains("cross-rack pair [h1 h4]"), "{printed}");
+    assert!(printed.contains("cross-rack pair [h1 h3]"), "{printed}");
+}
+
 #[test]
 fn groups_rejects_unknown_contention_with_exit_2() {
     for bad in ["host:nope", "rack:nope", "switch:leaf1"] {
@@ -264,6 +276,13 @@ fn sim_is_deterministic_and_reports_every_scheme() {
         schemes,
         ["all_reduce", "partial_reduce", "selective_reduce"]
     );
+    // The headline ratios say which waiting slot Δt produced them.
+    assert_eq!(sweep["headline"][0]["delta_t_ms"], 50.0);
+    let mut slower = args.to_vec();
+    slower.extend(["--delta-t-ms", "200"]);
+    let sweep: serde_json::Value = serde_json::from_slice(&mltctl(&slower).stdout).unwrap();
+    assert_eq!(sweep["headline"][0]["delta_t_ms"], 200.0);
+    assert_eq!(sweep["setup"]["delta_t"], 0.2);
     let out = mltctl(&["sim", "--eta", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
 }

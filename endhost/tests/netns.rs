@@ -155,6 +155,17 @@ fn every_collective() {
                 assert_eq!(i["delivered"], 1.0);
             }
             assert_eq!(counters["dropped"]["malformed"], 0);
+            // Packets are ECN-capable when their mean |g| is above the tensor's median
+            // of packet means (importance quantile 0.5): half, within 5 points.
+            let classes = counters["classes"].as_array().expect("class counters");
+            let count =
+                |field: &str| -> f64 { classes.iter().map(|c| c[field].as_f64().unwrap()).sum() };
+            let marked = count("important_sent") / count("packets_sent");
+            assert!(
+                (0.45..=0.55).contains(&marked),
+                "{collective} rank {rank}: {marked} of packets marked important: {counters}"
+            );
+            eprintln!("{collective} rank {rank}: {marked:.3} of packets marked important");
         }
     }
 }

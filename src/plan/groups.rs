@@ -67,6 +67,9 @@ pub enum GroupKind {
     InterRack,
     /// A contended rack's representative and one regular representative.
     InterRackPair,
+    /// A contended worker with no rack-mate free to average with (its only rack-mate
+    /// represents the rack) and a rotating worker of another rack.
+    CrossRackPair,
 }
 
 impl GroupKind {
@@ -76,6 +79,7 @@ impl GroupKind {
             GroupKind::IntraRackPair => "intra-rack pair",
             GroupKind::InterRack => "inter-rack",
             GroupKind::InterRackPair => "inter-rack pair",
+            GroupKind::CrossRackPair => "cross-rack pair",
         }
     }
 }
@@ -213,6 +217,9 @@ fn iteration(racks: &[Rack], contention: &Contention, t: usize, half: usize) -> 
         inter_rack(racks, &representatives, contention, t, &mut groups);
     }
     groups.retain(|g| g.ranks.len() > 1);
+    if multi_rack {
+        pair_stranded(racks, contention, t, &mut groups);
+    }
     for g in &mut groups {
         g.ranks.sort_unstable();
     }
@@ -252,6 +259,69 @@ fn intra_rack(rack: &Rack, members: &[u32], delayed: &[u32], t: usize, groups: &
         .filter(|r| !partners.contains(r))
         .collect();
     groups.push(group(GroupKind::IntraRack, rest));
+}
+
+/// Contended workers left in no group (a two-worker rack whose other worker
+/// represents it) each pair with a worker of another rack, rotating with `t`: one that
+/// is on its own this iteration, or else one taken from a group of three or more so
+/// that group keeps averaging. A stranded worker with
+/// no such partner pairs with another stranded one; a last one stays alone (the mixing
+/// check then reports the pattern).
+fn pair_stranded(racks: &[Rack], contention: &Contention, t: usize, groups: &mut Vec<Group>) {
+    let rack_of = |rank: u32| racks.iter().position(|r| r.ranks.contains(&rank));
+    let grouped: BTreeSet<u32> = groups
+        .iter()
+        .flat_map(|g| g.ranks.iter().copied())
+        .collect();
+    let stranded: Vec<u32> = contention
+        .workers
+        .iter()
+        .copied()
+        .filter(|w| rack_of(*w).is_some() && !grouped.contains(w))
+        .collect();
+    let mut pairs: Vec<Vec<u32>> = Vec::new();
+    let mut left = Vec::new();
+    for (j, &worker) in stranded.iter().enumerate() {
+        let other_regular =
+            |r: u32| rack_of(r) != rack_of(worker) && !contention.workers.contains(&r);
+        // Workers of other racks on their own this iteration (a rack of two's
+        // non-representative) first: pairing costs nobody a group.
+        let paired: BTreeSet<u32> = pairs.iter().flatten().copied().collect();
+        let alone: Vec<u32> = racks
+            .iter()
+            .flat_map(|r| r.ranks.iter().copied())
+            .filter(|r| other_regular(*r) && !grouped.contains(r) && !paired.contains(r))
+            .collect();
+        if !alone.is_empty() {
+            pairs.push(vec![worker, alone[(t + j) % alone.len()]]);
+            continue;
+        }
+        let candidates: Vec<(usize, u32)> = groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| {
+                g.ranks.len() >= 3 && matches!(g.kind, GroupKind::IntraRack | GroupKind::InterRack)
+            })
+            .flat_map(|(i, g)| g.ranks.iter().map(move |&r| (i, r)))
+            .filter(|&(_, r)| other_regular(r))
+            .collect();
+        if candidates.is_empty() {
+            left.push(worker);
+            continue;
+        }
+        let (from, partner) = candidates[(t + j) % candidates.len()];
+        groups[from].ranks.retain(|&r| r != partner);
+        pairs.push(vec![worker, partner]);
+    }
+    pairs.extend(left.chunks(2).filter(|c| c.len() == 2).map(<[u32]>::to_vec));
+    for mut ranks in pairs {
+        ranks.sort_unstable();
+        groups.push(Group {
+            kind: GroupKind::CrossRackPair,
+            rack: None,
+            ranks,
+        });
+    }
 }
 
 /// The representatives: one group, or each contended rack's with a regular one (rotating)
@@ -568,6 +638,45 @@ mod tests {
                 .find(|g| g.rack.as_deref() == Some("r0"))
                 .unwrap();
             assert!(intra.ranks.contains(&1));
+        }
+    }
+
+    /// A contended worker whose only rack-mate represents the rack is not left out: it
+    /// pairs with a worker of another rack (a different one over the period), and the
+    /// pattern mixes.
+    #[test]
+    fn a_contended_worker_in_a_rack_of_two_pairs_across_racks() {
+        let contention = Contention {
+            workers: BTreeSet::from([0]),
+            ..Contention::default()
+        };
+        let p = Pattern::divide_and_shuffle(&racks(&[2, 4, 4]), &contention);
+        let mut partners = BTreeSet::new();
+        for it in &p.iterations {
+            let pair = first(it, GroupKind::CrossRackPair);
+            assert_eq!(pair.ranks.len(), 2);
+            assert_eq!(pair.ranks[0], 0);
+            assert!(pair.ranks[1] >= 2, "a worker of another rack: {pair:?}");
+            partners.insert(pair.ranks[1]);
+            // Rank 1 represents rack r0; every group keeps two or more workers.
+            assert!(first(it, GroupKind::InterRack).ranks.contains(&1));
+            assert!(it.groups.iter().all(|g| g.ranks.len() >= 2));
+            let seen: Vec<u32> = it.groups.iter().flat_map(|g| g.ranks.clone()).collect();
+            let unique: BTreeSet<u32> = seen.iter().copied().collect();
+            assert_eq!(seen.len(), unique.len(), "a worker in two groups: {it:?}");
+        }
+        assert!(partners.len() >= 2, "{partners:?}");
+        assert_sound(&p);
+        // Racks of two (the lab): the stranded worker pairs with the other rack's
+        // worker that does not represent it this iteration.
+        for sizes in [&[2, 2][..], &[2, 2, 2]] {
+            let p = Pattern::divide_and_shuffle(&racks(sizes), &contention);
+            assert!(p.iterations.iter().all(|it| {
+                it.groups
+                    .iter()
+                    .any(|g| g.kind == GroupKind::CrossRackPair && g.ranks.contains(&0))
+            }));
+            assert_sound(&p);
         }
     }
 

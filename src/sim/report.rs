@@ -30,11 +30,13 @@ pub struct Sweep {
 }
 
 /// Selective against partial reduce, from the medians: how much larger the average
-/// scale and how much shorter the average sync time, at each n.
+/// scale and how much shorter the average sync time, at each n. The ratios depend on
+/// Δt, the controller's waiting slot, so each carries it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Headline {
     pub trace: Trace,
     pub workers: usize,
+    pub delta_t_ms: f64,
     pub scale_ratio: f64,
     pub sync_time_ratio: f64,
 }
@@ -87,7 +89,7 @@ pub fn sweep(
             max: summarize(trials, Stat::Max),
         })
         .collect();
-    let headline = headline(&rows);
+    let headline = headline(&rows, template.delta_t);
     Sweep {
         setup: template.clone(),
         trials,
@@ -125,7 +127,7 @@ fn summarize(trials: &[Metrics], stat: Stat) -> Metrics {
     }
 }
 
-fn headline(rows: &[Row]) -> Vec<Headline> {
+fn headline(rows: &[Row], delta_t: f64) -> Vec<Headline> {
     let find = |trace, workers, scheme| {
         rows.iter()
             .find(|r| r.trace == trace && r.workers == workers && r.scheme == scheme)
@@ -137,6 +139,7 @@ fn headline(rows: &[Row]) -> Vec<Headline> {
             Some(Headline {
                 trace: selective.trace,
                 workers: selective.workers,
+                delta_t_ms: delta_t * 1e3,
                 scale_ratio: selective.median.avg_sync_scale / partial.median.avg_sync_scale,
                 sync_time_ratio: partial.median.avg_sync_time / selective.median.avg_sync_time,
             })
@@ -203,9 +206,9 @@ impl fmt::Display for Sweep {
             for h in self.headline.iter().filter(|h| h.trace == trace) {
                 writeln!(
                     f,
-                    "  n = {:>3}: selective against partial reduce: {:.2}× the scale, {:.2}× \
-                     shorter syncs",
-                    h.workers, h.scale_ratio, h.sync_time_ratio
+                    "  n = {:>3}, Δt = {} ms: selective against partial reduce: {:.2}× the \
+                     scale, {:.2}× shorter syncs",
+                    h.workers, h.delta_t_ms, h.scale_ratio, h.sync_time_ratio
                 )?;
             }
         }
@@ -236,5 +239,6 @@ mod tests {
             assert!(row.median.total_sync <= row.max.total_sync);
         }
         assert_eq!(a.headline.len(), 1);
+        assert_eq!(a.headline[0].delta_t_ms, 50.0);
     }
 }

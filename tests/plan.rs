@@ -503,6 +503,15 @@ fn switches_without_queue_limits_are_solved_for_the_shared_buffer() {
         let room = ((1.0 - theta) * a.mark_packets(theta) + budget - steps).floor();
         assert_eq!(a.large_packets, room, "{q:?}");
         assert_eq!(a.loss_large, mm1m_loss(q.utilisation, room));
+        // The shared buffer gives important packets at least the room a limit would
+        // have (the buffer is not over-committed), so their loss is no higher.
+        let limit_room = (q.limit_bytes as f64 / packet).min(room);
+        assert!(
+            room + a.small_packets >= shared.burst_bytes as f64 / packet,
+            "{q:?}"
+        );
+        assert!(a.loss_large <= mm1m_loss(q.utilisation, limit_room - a.small_packets));
+        assert!(a.loss_large <= q.tolerance_large, "{q:?}");
     }
     for s in plan.switches.iter().filter(|s| s.rack.is_some()) {
         for q in s.intent.qos.queues.iter().filter_map(|q| q.ecn) {
@@ -663,7 +672,7 @@ fn predicted_losses_follow_the_mm1m_formula() {
         "  path_pool: 10.200.0.0/24\n  mtu: 1024\n",
     ) + "  priorities: 3\n  model: {load: 0.5}\n  thresholds:\n    - {class: 0, mark_bytes: 2048, limit_bytes: 3072}\n";
     let plan = Plan::build(&load_text(&path, &text));
-    let q = &plan.thresholds[0].queues[0];
+    let q = &held(&plan).queues[0];
     assert!(q.pinned);
     assert_eq!((q.mark_bytes, q.limit_bytes), (2048, 3072));
     assert!((q.utilisation - 0.5).abs() < 1e-12);
@@ -671,7 +680,8 @@ fn predicted_losses_follow_the_mm1m_formula() {
     assert!((q.allocation.loss_small - 1.0 / 3.0).abs() < 1e-12, "{q:?}");
     assert!((q.allocation.loss_large - 1.0 / 7.0).abs() < 1e-12, "{q:?}");
     // Computed queues report the formula's value for their room too.
-    for q in &Plan::build(&load("inventory/lab.yaml")).thresholds[0].queues {
+    let lab = Plan::build(&load("inventory/lab.yaml"));
+    for q in lab.thresholds.iter().flat_map(|p| &p.queues) {
         let a = &q.allocation;
         assert_eq!(a.loss_small, mm1m_loss(q.utilisation, a.small_packets));
         assert_eq!(a.loss_large, mm1m_loss(q.utilisation, a.large_packets));

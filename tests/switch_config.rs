@@ -905,7 +905,8 @@ fn eos_interface_queue_settings_on_planned_ports_are_drift() {
     let rendered = switch_config::render(spine2).unwrap();
     let running = format!(
         "{rendered}!\ninterface Ethernet1/1\n   service-profile MLT\n   tx-queue 5\n      no priority\n      \
-         random-detect ecn minimum-threshold 10 kbytes maximum-threshold 20 kbytes\n!\n\
+         random-detect ecn minimum-threshold 10 kbytes maximum-threshold 20 kbytes\n      \
+         random-detect drop minimum-threshold 40 kbytes maximum-threshold 40 kbytes drop-probability 100\n!\n\
          interface Ethernet9/1\n   tx-queue 5\n      no priority\n!\n"
     );
     let diff = switch_config::diff(spine2, Some(&running)).unwrap();
@@ -915,11 +916,12 @@ fn eos_interface_queue_settings_on_planned_ports_are_drift() {
         [
             "~ interface Ethernet1/1 tx-queue 5 priority: round-robin -> strict",
             "~ interface Ethernet1/1 tx-queue 5 ECN: 10240 bytes to 20480 bytes, 100% -> the profile's",
+            "~ interface Ethernet1/1 tx-queue 5 WRED drop: 40960 bytes to 40960 bytes, 100% -> the profile's",
         ]
     );
     assert_eq!(
         diff.commands,
-        "!\ninterface Ethernet1/1\n   !\n   tx-queue 5\n      priority strict\n      no random-detect ecn\n"
+        "!\ninterface Ethernet1/1\n   !\n   tx-queue 5\n      priority strict\n      no random-detect ecn\n      no random-detect drop\n"
     );
     // The fix, as the switch would print it back, shows no difference.
     let fixed = format!("{rendered}!\ninterface Ethernet1/1\n   service-profile MLT\n");
@@ -944,6 +946,27 @@ fn sonic_global_qos_binding_is_never_removed() {
     let diff = switch_config::diff(spine1, Some(&running.to_string())).unwrap();
     assert!(diff.changes.is_empty(), "{:?}", diff.changes);
     assert!(!diff.commands.contains("global"), "{}", diff.commands);
+}
+
+/// A buffer binding to one of the plan's limit profiles on a queue the plan no longer
+/// limits (a port that left the plan) goes whole: an entry without its profile is no
+/// binding at all.
+#[test]
+fn a_stale_sonic_buffer_binding_is_removed_whole() {
+    let plan = plan_of("inventory/lab.yaml");
+    let spine1 = intent(&plan, "spine1");
+    let mut running = sonic_tables(spine1);
+    running["BUFFER_QUEUE"]["Ethernet8|3"] = serde_json::json!({"profile": "MLT_Q3_LIMIT"});
+    running["BUFFER_QUEUE"]["Ethernet8|0-2"] =
+        serde_json::json!({"profile": "egress_lossy_profile"});
+    let diff = switch_config::diff(spine1, Some(&running.to_string())).unwrap();
+    let changes: Vec<String> = diff.changes.iter().map(ToString::to_string).collect();
+    assert_eq!(changes, ["- BUFFER_QUEUE|Ethernet8|3: present"]);
+    let ops: serde_json::Value = serde_json::from_str(&diff.commands).unwrap();
+    assert_eq!(
+        ops,
+        serde_json::json!([{"op": "remove", "path": "/BUFFER_QUEUE/Ethernet8|3"}])
+    );
 }
 
 /// A QUEUE entry for a range of queues (`Ethernet0|0-2`, older QoS templates) that

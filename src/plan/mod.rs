@@ -70,8 +70,9 @@ pub struct ThresholdProfile {
     pub link_mbps: u64,
     /// Whether these switches' OS holds L_i for every packet
     /// ([`switch_config::Vendor::no_queue_limit`] says why not). Without it the model
-    /// is re-solved: L_i is not rendered, and a queue's important packets are dropped
-    /// only when the shared buffer is full (see [`thresholds::without_queue_limits`]).
+    /// is re-solved: L_i is not rendered (a pinned one neither), and a queue's
+    /// important packets are dropped only when the shared buffer is full (see
+    /// [`thresholds::without_queue_limits`]).
     pub queue_limits: bool,
     /// Every L_i holds at least this: one burst of the job (see [`burst_bytes`]).
     pub burst_bytes: u64,

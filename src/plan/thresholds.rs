@@ -82,12 +82,14 @@
 //! - Each threshold records what set it ([`SetBy`]), shown by `plan --explain`.
 //! - *Switches that cannot hold L_i* (no per-queue limit in their OS): the model is
 //!   re-solved for what they do, [`without_queue_limits`]. Without L_i a queue's
-//!   important packets are dropped only when the shared buffer is full. With every
-//!   other queue at its step S_k (their unimportant packets keep them there under
-//!   load; one queue congested at a time), queue i's important packets have
-//!   (1 − θ)·S_i + (B − Σ_k S_k) packets of room, and their predicted loss is
-//!   computed for that room. Whether the buffer is over-committed is still judged on
-//!   the partition Σ L_i the model solved for.
+//!   important packets are dropped only when the shared buffer is full. The model
+//!   *assumes* one congested queue at a time, every other queue at its step S_k;
+//!   queue i's important packets then have (1 − θ)·S_i + (B − Σ_k S_k) packets of
+//!   room, and their predicted loss is computed for that room. This is optimistic:
+//!   other queues' important packets may grow past their steps, and an ASIC's own
+//!   per-queue share of the buffer (a dynamic threshold) may stop a queue earlier.
+//!   Whether the buffer is over-committed is still judged on the partition Σ L_i the
+//!   model solved for.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -319,8 +321,9 @@ pub fn optimise(queues: &[QueueInput], theta: f64, budget: u64) -> Vec<Allocatio
 }
 
 /// Re-solves `allocations` (from [`optimise`]) for switches that cannot hold L_i:
-/// each unpinned queue's important packets get the room (1 − θ)·S_i + (B − Σ_k S_k)
-/// of the shared buffer (see module docs), and their loss is predicted for it.
+/// each queue's important packets get the room (1 − θ)·S_i + (B − Σ_k S_k) of the
+/// shared buffer (see module docs), and their loss is predicted for it. A pinned
+/// limit cannot be held either, so pinned queues are re-solved too.
 pub fn without_queue_limits(
     queues: &[QueueInput],
     theta: f64,
@@ -330,9 +333,6 @@ pub fn without_queue_limits(
     let steps: f64 = allocations.iter().map(|a| a.mark_packets(theta)).sum();
     let shared = (budget as f64 - steps).max(0.0);
     for (q, a) in queues.iter().zip(allocations.iter_mut()) {
-        if q.pinned.is_some() {
-            continue;
-        }
         let room = ((1.0 - theta) * a.mark_packets(theta) + shared).floor();
         *a = Allocation::new(
             q.rho,

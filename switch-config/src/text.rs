@@ -253,7 +253,6 @@ pub fn dscps_by_class<'a>(pairs: impl Iterator<Item = (u8, u8)> + 'a) -> BTreeMa
     groups
 }
 
-/// An error for an intent item `vendor` has no way to express.
 /// Fails when the plan gives `queue` a limit its switch's OS cannot hold
 /// ([`crate::Vendor::no_queue_limit`]); the plan leaves it out for such switches.
 pub fn check_no_limit(intent: &SwitchIntent, queue: u8, ecn: &EcnThresholds) -> Result<(), Error> {
@@ -267,6 +266,7 @@ pub fn check_no_limit(intent: &SwitchIntent, queue: u8, ecn: &EcnThresholds) -> 
     }
 }
 
+/// An error for an intent item `vendor` has no way to express.
 pub fn unexpressible(
     intent: &SwitchIntent,
     item: impl Into<String>,

@@ -25,8 +25,8 @@
 //! - `service-profile MLT` on every port of the plan (and on no other port).
 //! - On the plan's ports, no `tx-queue` setting of their own for the plan's queues:
 //!   an interface's `tx-queue Q` block overrides the profile on that port, so a
-//!   `no priority` or a `random-detect ecn` there is drift (removed with `priority
-//!   strict` and `no random-detect ecn`). Settings of other queues or ports are not
+//!   `no priority`, a `random-detect ecn` or a `random-detect drop` there is drift
+//!   (removed with `priority strict`, `no random-detect ecn`, `no random-detect drop`). Settings of other queues or ports are not
 //!   the plan's.
 //! - `qos map dscp … to traffic-class T [drop-precedence D]` is read for its class;
 //!   the drop precedence, and `qos map traffic-class … to dscp|cos …`, are not the
@@ -73,6 +73,8 @@ pub enum Key {
     PortQueuePriority(String, u8),
     /// An interface's own `tx-queue Q` ECN curve, overriding the profile's.
     PortQueueEcn(String, u8),
+    /// An interface's own `tx-queue Q` WRED drop curve, overriding the profile's.
+    PortQueueDrop(String, u8),
     Route(Ipv4Net),
 }
 
@@ -118,6 +120,9 @@ impl fmt::Display for Key {
             Key::ServiceProfile(port) => write!(f, "interface {port} service-profile"),
             Key::PortQueuePriority(port, q) => write!(f, "interface {port} tx-queue {q} priority"),
             Key::PortQueueEcn(port, q) => write!(f, "interface {port} tx-queue {q} ECN"),
+            Key::PortQueueDrop(port, q) => {
+                write!(f, "interface {port} tx-queue {q} WRED drop")
+            }
             Key::Route(prefix) => write!(f, "route {prefix}"),
         }
     }
@@ -200,7 +205,8 @@ impl Driver for Eos {
             for q in &qos.queues {
                 let (p, q) = (port.clone(), q.queue);
                 items.insert(Key::PortQueuePriority(p.clone(), q), Value::Strict(true));
-                items.insert(Key::PortQueueEcn(p, q), Value::Inherited);
+                items.insert(Key::PortQueueEcn(p.clone(), q), Value::Inherited);
+                items.insert(Key::PortQueueDrop(p, q), Value::Inherited);
             }
         }
         for (prefix, hops) in planned_routes(intent) {
@@ -289,11 +295,11 @@ impl Driver for Eos {
                     seen.set_ecn(owner, queue, curve);
                 }
                 ["random-detect", "drop", rest @ ..]
-                    if owner == QueueOwner::Profile && rest.first() != Some(&"drop-precedence") =>
+                    if rest.first() != Some(&"drop-precedence") =>
                 {
                     let curve = curve(rest, "drop-probability")
                         .ok_or_else(|| fail("cannot read random-detect drop"))?;
-                    seen.drop.insert(queue, curve);
+                    seen.set_drop(owner, queue, curve);
                 }
                 _ => {}
             }
@@ -337,6 +343,7 @@ struct Running {
     /// Interfaces' own `tx-queue` settings.
     port_strict: BTreeMap<(String, u8), bool>,
     port_ecn: BTreeMap<(String, u8), EcnCurve>,
+    port_drop: BTreeMap<(String, u8), EcnCurve>,
     routes: Items<Key, NextHops>,
 }
 
@@ -353,6 +360,7 @@ impl Default for Running {
             applied: BTreeSet::new(),
             port_strict: BTreeMap::new(),
             port_ecn: BTreeMap::new(),
+            port_drop: BTreeMap::new(),
             routes: Items::new(),
         }
     }
@@ -370,6 +378,13 @@ impl Running {
         match owner {
             QueueOwner::Profile => self.ecn.insert(queue, curve),
             QueueOwner::Port(port) => self.port_ecn.insert((port, queue), curve),
+        };
+    }
+
+    fn set_drop(&mut self, owner: QueueOwner, queue: u8, curve: EcnCurve) {
+        match owner {
+            QueueOwner::Profile => self.drop.insert(queue, curve),
+            QueueOwner::Port(port) => self.port_drop.insert((port, queue), curve),
         };
     }
 
@@ -446,12 +461,17 @@ impl Running {
                     .port_ecn
                     .remove(&key)
                     .map_or(Value::Inherited, Value::Curve);
+                let drop = self
+                    .port_drop
+                    .remove(&key)
+                    .map_or(Value::Inherited, Value::Curve);
                 let (port, queue) = key;
                 items.insert(
                     Key::PortQueuePriority(port.clone(), queue),
                     Value::Strict(strict),
                 );
-                items.insert(Key::PortQueueEcn(port, queue), ecn);
+                items.insert(Key::PortQueueEcn(port.clone(), queue), ecn);
+                items.insert(Key::PortQueueDrop(port, queue), drop);
             }
         }
         items.extend(

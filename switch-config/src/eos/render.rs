@@ -148,13 +148,19 @@ impl<'a> View<'a> {
                     interface(&mut interfaces, port).profile = Some(to.is_some())
                 }
                 // A whole configuration has no port settings of its own to clear.
-                (Key::PortQueuePriority(..) | Key::PortQueueEcn(..), _) if full => {}
+                (
+                    Key::PortQueuePriority(..) | Key::PortQueueEcn(..) | Key::PortQueueDrop(..),
+                    _,
+                ) if full => {}
                 (Key::PortQueuePriority(port, q), Some(Value::Strict(strict))) => {
                     port_queue(interface(&mut interfaces, port), *q).priority =
                         Some(if *strict { "strict" } else { "round-robin" });
                 }
                 (Key::PortQueueEcn(port, q), Some(Value::Inherited)) => {
                     port_queue(interface(&mut interfaces, port), *q).ecn = Some(EcnView::Off);
+                }
+                (Key::PortQueueDrop(port, q), Some(Value::Inherited)) => {
+                    port_queue(interface(&mut interfaces, port), *q).drop = Some(EcnView::Off);
                 }
                 (Key::Route(prefix), _) => {
                     routes.extend(route_lines(

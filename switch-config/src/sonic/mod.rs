@@ -21,7 +21,11 @@
 //!   `wred_profile`), and any other `QUEUE` entry naming an `MLT_` object (stale);
 //! - `BUFFER_QUEUE|<port>|<q>` (its `profile`) for every port and gradient queue, one
 //!   port per key as the YANG model's leafref wants, and any other `BUFFER_QUEUE`
-//!   entry naming an `MLT_` profile (stale);
+//!   entry naming an `MLT_` profile (stale, removed whole: that queue falls back to
+//!   the switch's default buffering; the profile it had before the plan is not
+//!   known). The plan's queues are the plan's: a lossless profile the SKU bound to
+//!   one of them (PFC queues 3–4 in older templates) is replaced, as its scheduler
+//!   and WRED profile already are;
 //! - the `dscp_to_tc_map` and `tc_to_queue_map` fields of `PORT_QOS_MAP|<port>` — the
 //!   entry's other fields (PFC and the like) are left alone;
 //! - `STATIC_ROUTE|default|<prefix>` inside the plan's scope; a discard is
@@ -512,7 +516,17 @@ fn add_queue_entries(
             continue;
         }
         // Another queue pointing at the plan's scheduler or profiles: those fields
-        // are stale (the queue itself is not the plan's, so it stays).
+        // are stale (the queue itself is not the plan's, so it stays). A buffer
+        // binding has no other field, so its entry goes whole.
+        let stale = |field: &&str| {
+            object
+                .get(*field)
+                .is_some_and(|v| normalise(v).starts_with(OWNED_PREFIX))
+        };
+        if table_kind == Table::BufferQueue && queue_fields.iter().any(stale) {
+            items.insert(object_key(table_kind, name), Value::Object(name.clone()));
+            continue;
+        }
         for field in queue_fields {
             if let Some(value) = object
                 .get(*field)

@@ -8,8 +8,9 @@
 //!   its indent (as AVD's intended configurations and real dumps show), and a
 //!   `tx-queue` with nothing but defaults does not print. An interface's own `tx-queue`
 //!   blocks override its service profile's. A tx-queue holds one `random-detect ecn`
-//!   curve and one `random-detect drop` curve per drop precedence (AVD's
-//!   `qos_profiles.tx_queues[].random_detect`).
+//!   curve and one `random-detect drop` curve (AVD's
+//!   `qos_profiles.tx_queues[].random_detect`; curves per drop precedence are not
+//!   emulated and are refused).
 //! - In configuration mode a command not valid in the current mode is tried in the
 //!   enclosing modes (so `interface X` after `tx-queue 3` works); an invalid command
 //!   prints `% Invalid input`.

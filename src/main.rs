@@ -45,9 +45,20 @@ fn main() -> ExitCode {
             eprintln!("mltctl: {message}");
             ExitCode::from(2)
         }
+        // The reader went away (`mltctl plan --explain | head`): nothing is wrong.
+        Err(Failure::Error(e)) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(Failure::Error(e)) => {
             eprintln!("mltctl: {e:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has closed it.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -283,6 +283,17 @@ fn sim_is_deterministic_and_reports_every_scheme() {
     let sweep: serde_json::Value = serde_json::from_slice(&mltctl(&slower).stdout).unwrap();
     assert_eq!(sweep["headline"][0]["delta_t_ms"], 200.0);
     assert_eq!(sweep["setup"]["delta_t"], 0.2);
+    let plot = std::env::temp_dir().join(format!("mltctl-sim-{}.svg", std::process::id()));
+    let mut plotted = args.to_vec();
+    plotted.extend(["--plot", plot.to_str().unwrap()]);
+    let out = mltctl(&plotted);
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        format!("wrote the plot to {}\n", plot.display())
+    );
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    std::fs::remove_file(&plot).ok();
     let out = mltctl(&["sim", "--eta", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
 }
@@ -440,4 +451,75 @@ fn the_site_playbook_skips_steps_a_limit_does_not_select() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("`spine9` matches no switch or host"));
+}
+
+/// A reader that goes away (`mltctl plan --explain | head`) is not an error: mltctl
+/// stops quietly, exit 0, nothing on stderr.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    for args in [
+        &["plan", "-i", LAB, "--explain"][..],
+        &["plan", "-i", LAB, "--json"],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mltctl"))
+            .args(args)
+            .current_dir(common::root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before mltctl has planned anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stderr), "", "{args:?}");
+    }
+}
+
+/// `generate` is a function of its arguments: sizes it cannot build are usage errors.
+#[test]
+fn generate_with_impossible_sizes_is_a_usage_error() {
+    let out = mltctl(&[
+        "generate",
+        "--spines",
+        "0",
+        "--leaves",
+        "2",
+        "--hosts-per-leaf",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("at least one spine"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A pattern that cannot mix says so with the same λ₂ on both streams, names the hosts
+/// left apart, and suggests what to change.
+#[test]
+fn a_pattern_that_never_mixes_names_the_hosts_apart() {
+    let out = mltctl(&[
+        "groups",
+        "-i",
+        LAB,
+        "--contention",
+        "host:h1",
+        "--contention",
+        "host:h3",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("DISCONNECTED (λ₂ = 1.000000)"));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("(λ₂ = 1.000000): h2, h4 never average with h1"),
+        "{err}"
+    );
+    assert!(err.contains("Report contention only where it is"), "{err}");
 }

@@ -99,6 +99,12 @@ fn launched_transports_serve_allreduces_and_stop() {
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(status["rank"], r);
         assert_eq!(status["world_size"], world);
+        // The same, for a person: the datapath as people write it.
+        let out = endhost(&["status", "--socket", &ranks.file(r, "sock")]);
+        assert!(out.status.success(), "{}", text(&out));
+        let line = String::from_utf8_lossy(&out.stdout);
+        assert!(line.contains(&format!("rank {r} of {world}")), "{line}");
+        assert!(line.contains(", UDP datapath, "), "{line}");
     }
     let clients: Vec<_> = (0..world)
         .map(|r| {

@@ -13,13 +13,16 @@ use super::{DatapathArg, Failure, InventoryArg, host_rank, load, planned, print,
 pub struct Args {
     #[command(flatten)]
     pub inventory: InventoryArg,
+    /// The host (its name in the inventory).
     #[arg(long, value_name = "NAME")]
     pub host: String,
+    /// Where `bootstrap` installed mltctl's files on the host.
     #[arg(long, value_name = "DIR", default_value = "/var/lib/mltctl")]
     pub remote_dir: String,
     /// [default: the inventory's]
     #[arg(long, value_enum)]
     pub datapath: Option<DatapathArg>,
+    /// Print the environment as JSON.
     #[arg(long)]
     pub json: bool,
 }

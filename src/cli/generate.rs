@@ -53,7 +53,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         layers,
         params_per_layer,
     };
-    let yaml = fabric_yaml_with(size, &vendors)?;
+    // The fabric is a function of the arguments alone: whatever it cannot be is a
+    // usage error (exit 2).
+    let yaml = fabric_yaml_with(size, &vendors).map_err(|e| Failure::Usage(format!("{e:#}")))?;
     match output {
         Some(path) => std::fs::write(&path, yaml)
             .with_context(|| format!("cannot write {}", path.display()))?,

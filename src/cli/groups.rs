@@ -102,9 +102,18 @@ pub fn run(args: Args) -> Result<(), Failure> {
         print(&out)?;
     }
     if !pattern.mixing.connected {
+        let apart: Vec<&str> = pattern
+            .unreached()
+            .into_iter()
+            .map(|r| plan.hosts[r as usize].name.as_str())
+            .collect();
         return Err(anyhow::anyhow!(
-            "this pattern never mixes every host (λ₂ = {}); do not use it",
-            pattern.mixing.second_eigenvalue
+            "this pattern never mixes every host (λ₂ = {:.6}): {} never average with {}; \
+             do not use it. Report contention only where it is (a contended host or rack \
+             still needs a partner), or give the racks more hosts",
+            pattern.mixing.second_eigenvalue,
+            apart.join(", "),
+            plan.hosts[0].name
         )
         .into());
     }

@@ -24,10 +24,13 @@ pub struct Args {
     pub playbook: PathBuf,
     #[command(flatten)]
     pub inventory: InventoryArg,
+    /// Dry run: every step checks and changes nothing.
     #[arg(long)]
     pub check: bool,
+    /// Show what each step changes (or, with --check, would change).
     #[arg(long)]
     pub diff: bool,
+    /// Only these switches and hosts: names or glob patterns, repeatable.
     #[arg(long, value_name = "PATTERN")]
     pub limit: Vec<String>,
     /// Passed to the steps that use SSH.

@@ -28,6 +28,7 @@ pub struct Args {
     /// Runs per (trace, n, scheme); trial t uses seed SEED + t.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub trials: u64,
+    /// First random seed; trial t uses SEED + t.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Simulated seconds of training per run.
@@ -161,6 +162,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
         print_json(&sweep)?;
     } else {
         print(&sweep.to_string())?;
+    }
+    if let Some(path) = &args.plot {
+        // On stderr, so that --json output stays one JSON document.
+        eprintln!("wrote the plot to {}", path.display());
     }
     Ok(())
 }

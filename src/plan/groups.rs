@@ -163,6 +163,26 @@ impl Pattern {
         }
     }
 
+    /// Ranks whose averaging never reaches rank 0's over one period, ascending (empty
+    /// when the pattern mixes).
+    pub fn unreached(&self) -> Vec<u32> {
+        let mut reached = BTreeSet::from([0u32]);
+        loop {
+            let before = reached.len();
+            for g in self.iterations.iter().flat_map(|it| &it.groups) {
+                if g.ranks.iter().any(|r| reached.contains(r)) {
+                    reached.extend(g.ranks.iter().copied());
+                }
+            }
+            if reached.len() == before {
+                break;
+            }
+        }
+        (0..self.workers as u32)
+            .filter(|r| !reached.contains(r))
+            .collect()
+    }
+
     /// For each iteration, the index of each rank's group (`None`: on its own).
     pub fn group_of(&self, rank: u32) -> Vec<Option<usize>> {
         self.iterations
@@ -714,6 +734,7 @@ mod tests {
             ],
         );
         assert!(!p.mixing.connected);
+        assert_eq!(p.unreached(), [2, 3]);
         assert!(
             (p.mixing.second_eigenvalue - 1.0).abs() < 1e-9,
             "{:?}",
@@ -728,6 +749,7 @@ mod tests {
             ],
         );
         assert!(p.mixing.connected);
+        assert!(p.unreached().is_empty());
         assert!(p.mixing.second_eigenvalue < 1.0 - 1e-6, "{:?}", p.mixing);
     }
 }

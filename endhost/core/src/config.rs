@@ -250,6 +250,16 @@ pub enum DatapathKind {
     Dpdk,
 }
 
+impl DatapathKind {
+    /// As people write it: "UDP", "DPDK".
+    pub fn label(self) -> &'static str {
+        match self {
+            DatapathKind::Udp => "UDP",
+            DatapathKind::Dpdk => "DPDK",
+        }
+    }
+}
+
 /// This host's own data NIC and resources.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LocalConfig {

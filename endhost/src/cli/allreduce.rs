@@ -15,12 +15,16 @@ use endhost_core::workload;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
+    /// The running transport's Unix socket (`serve --socket`).
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
+    /// Bytes per allreduce: 4MiB, 64MiB, …
     #[arg(long, default_value = "4MiB", value_parser = bench::parse_size)]
     pub size: u64,
+    /// Allreduces to run.
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
+    /// One JSON line per iteration.
     #[arg(long)]
     pub json: bool,
 }

@@ -29,6 +29,7 @@ pub enum Command {
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct AllreduceArgs {
+    /// Hosts (network namespaces) behind the switch.
     #[arg(long, default_value_t = 4)]
     pub hosts: usize,
     /// Bytes per allreduce: 64MiB, 64MB, …
@@ -40,11 +41,13 @@ pub struct AllreduceArgs {
     /// Packets dropped at random by the switch, percent.
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
+    /// Collective the transport runs.
     #[arg(long, value_enum, default_value = "ring")]
     pub collective: CollectiveArg,
     /// Loss bound p of the transport.
     #[arg(long, default_value_t = 0.0)]
     pub loss_bound: f64,
+    /// Allreduces to time.
     #[arg(long, default_value_t = 20)]
     pub iterations: u32,
     /// Switch port buffer (tbf latency on the switch's ports), ms; 0: no shaping.
@@ -88,6 +91,7 @@ pub struct DatapathArgs {
     /// DPDK virtual-device drivers to run the DPDK datapath on.
     #[arg(long, value_delimiter = ',', default_value = "net_af_packet")]
     pub vdev: Vec<String>,
+    /// Datagrams to blast from one namespace to the other.
     #[arg(long, default_value_t = 2_000_000)]
     pub packets: u64,
     /// UDP payload bytes per datagram.
@@ -96,6 +100,7 @@ pub struct DatapathArgs {
     /// Bytes per allreduce.
     #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
     pub size: u64,
+    /// Allreduces per datapath.
     #[arg(long, default_value_t = 5)]
     pub iterations: u32,
     /// Print the report as JSON.
@@ -107,12 +112,16 @@ pub struct DatapathArgs {
 #[derive(clap::Args)]
 #[command(hide = true)]
 pub struct BlastArgs {
+    /// This end: the sender or the receiver.
     #[arg(long, value_enum)]
     pub role: BlastRole,
+    /// This end's transport configuration.
     #[arg(long)]
     pub config: PathBuf,
+    /// Datagrams to send (or to expect).
     #[arg(long)]
     pub packets: u64,
+    /// UDP payload bytes per datagram.
     #[arg(long)]
     pub payload: usize,
 }

@@ -20,6 +20,7 @@ use endhost_core::host::{Status, render};
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
+    /// This host's network plan (`mltctl plan --host NAME --network`).
     #[arg(long, value_name = "FILE")]
     pub plan: PathBuf,
     /// Report what would change; change nothing.

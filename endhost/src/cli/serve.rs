@@ -18,10 +18,13 @@ use endhost::{Options, Transport};
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
+    /// This host's transport configuration (`mltctl plan --host NAME`).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
+    /// Unix socket where training processes ask for allreduces.
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
+    /// Write the process id here (required with --detach).
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
     /// Seconds to wait for every peer to come up.
@@ -30,6 +33,7 @@ pub struct Args {
     /// Run in the background, output appended to --log.
     #[arg(long, requires_all = ["pid_file", "log"])]
     pub detach: bool,
+    /// Append output here when detached (required with --detach).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
 }

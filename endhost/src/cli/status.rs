@@ -9,6 +9,7 @@ use endhost::daemon;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
+    /// The running transport's Unix socket (`serve --socket`).
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
     /// Seconds to wait for the transport to answer (0: ask once).
@@ -17,6 +18,7 @@ pub struct Args {
     /// Give up early if the process in this file has exited.
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+    /// Print the status as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -32,12 +34,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&status).expect("serializable"));
     } else {
         println!(
-            "{}: rank {} of {}, job {}, {:?} datapath, pid {}, {} allreduces",
+            "{}: rank {} of {}, job {}, {} datapath, pid {}, {} allreduces",
             status.host,
             status.rank,
             status.world_size,
             status.job_id,
-            status.datapath,
+            status.datapath.label(),
             status.pid,
             status.allreduces
         );

@@ -11,8 +11,10 @@ use endhost::daemon;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
+    /// The running transport's pid file (`serve --pid-file`).
     #[arg(long, value_name = "FILE")]
     pub pid_file: PathBuf,
+    /// Seconds to wait after SIGTERM before SIGKILL.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub grace: u64,
 }

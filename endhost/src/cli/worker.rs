@@ -16,6 +16,7 @@ use endhost::{Options, Transport};
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
+    /// The Selective Reduce controller (`endhost controller`), as ADDR:PORT.
     #[arg(long, value_name = "ADDR")]
     pub controller: std::net::SocketAddr,
     /// A file holding the controller's token (or set MLT_CONTROLLER_TOKEN).
@@ -27,10 +28,13 @@ pub struct Args {
     /// The bandwidth this worker reports: 10gbit, 800mbit, …
     #[arg(long, default_value = "10gbit", value_parser = bench::parse_rate)]
     pub bandwidth: u64,
+    /// Mean computation time of one round, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub compute_ms: u64,
+    /// Spread of the computation time: each round takes compute-ms · (1 ± jitter).
     #[arg(long, default_value_t = 0.3)]
     pub jitter: f64,
+    /// Rounds to run before leaving.
     #[arg(long, default_value_t = 10)]
     pub rounds: u32,
     /// Synchronize through the transport with this host configuration.
@@ -42,6 +46,7 @@ pub struct Args {
     /// Seconds to wait for a launch.
     #[arg(long, default_value_t = 60)]
     pub launch_timeout: u64,
+    /// One JSON line per synchronization.
     #[arg(long)]
     pub json: bool,
 }

@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use endhost::input::{InputError, read_text};
 use rayon::prelude::*;
-use switch_config::{Error, SwitchDiff, SwitchIntent};
+use switch_config::{Error, SwitchDiff, SwitchIntent, Vendor};
 
 use crate::plan::Plan;
 
@@ -81,6 +81,27 @@ pub fn write_all(dir: &Path, rendered: &[Rendered]) -> io::Result<Vec<PathBuf>> 
         write_file(dir, &r.file_name, &r.text)?;
     }
     Ok(paths)
+}
+
+/// Files in `dir` that look like rendered configurations (`.json`, `.cfg`, `.nvue`)
+/// but are not among `written`: left by an earlier inventory. Sorted by name.
+pub fn stale_files(dir: &Path, written: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
+    let rendered = |p: &Path| {
+        p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+            Vendor::ALL
+                .iter()
+                .any(|v| switch_config::extension(*v) == e)
+        })
+    };
+    let mut stale = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_file() && rendered(&path) && !written.contains(&path) {
+            stale.push(path);
+        }
+    }
+    stale.sort();
+    Ok(stale)
 }
 
 /// Writes `text` to `dir/name` through a temporary file beside it, so a reader sees

@@ -523,3 +523,32 @@ fn a_pattern_that_never_mixes_names_the_hosts_apart() {
     );
     assert!(err.contains("Report contention only where it is"), "{err}");
 }
+
+/// Files an earlier inventory rendered into the same directory are named, and
+/// `--clean` removes them (and nothing else).
+#[test]
+fn render_names_stale_files_and_clean_removes_them() {
+    let dir = std::env::temp_dir().join(format!("mltctl-render-stale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("old-leaf.cfg"), "").unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let out_dir = dir.to_str().unwrap();
+    let out = mltctl(&["render", "-i", LAB, "--out", out_dir]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        printed.contains("also holds 1 file(s) no switch of this inventory has"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("old-leaf.cfg; --clean removes them"),
+        "{printed}"
+    );
+    assert!(dir.join("old-leaf.cfg").exists());
+    let out = mltctl(&["render", "-i", LAB, "--out", out_dir, "--clean"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("removed 1 stale file(s): old-leaf.cfg"));
+    assert!(!dir.join("old-leaf.cfg").exists());
+    assert!(dir.join("notes.txt").exists() && dir.join("spine1.json").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -100,6 +100,10 @@ invalid_inventories! {
     unknown_dpdk_driver: "unknown-dpdk-driver" => [
         "69:34: unknown DPDK driver `ixgbe` (expected vfio-pci or mlx5)",
     ];
+    misspelled_key_with_another_problem: "misspelled-key" => [
+        "41:13: unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)",
+        "70:3: unknown field `training.colective`: did you mean `collective`? (expected one of: job_id, layers, loss_bound, collective, priorities, dscp, importance, rate_control, timeouts, ports, datapath, model, thresholds)",
+    ];
     unknown_vendor: "unknown-vendor" => [
         "40:13: unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)",
     ];

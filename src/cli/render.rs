@@ -21,10 +21,18 @@ pub struct Args {
     /// Directory to write the files to (created if needed).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Remove configuration files in DIR that no switch of this inventory has (left
+    /// by an earlier inventory); without it they are only listed.
+    #[arg(long)]
+    pub clean: bool,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let Args { inventory, out } = args;
+    let Args {
+        inventory,
+        out,
+        clean,
+    } = args;
     let plan = planned(&load(&inventory.inventory)?)?;
     let rendered = switches::render_all(&plan).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -41,6 +49,34 @@ pub fn run(args: Args) -> Result<(), Failure> {
         written.len(),
         out.display()
     );
+    let stale = switches::stale_files(&out, &written)
+        .with_context(|| format!("cannot list {}", out.display()))?;
+    let names: Vec<String> = stale
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    if clean {
+        for path in &stale {
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+        }
+        if !names.is_empty() {
+            report.push_str(&format!(
+                "removed {} stale file(s): {}\n",
+                names.len(),
+                names.join(", ")
+            ));
+        }
+    } else if !names.is_empty() {
+        report.push_str(&format!(
+            "note: {} also holds {} file(s) no switch of this inventory has (an earlier \
+             inventory's?): {}; --clean removes them\n",
+            out.display(),
+            names.len(),
+            names.join(", ")
+        ));
+    }
     for s in &plan.switches {
         if let Some(why) = s.intent.vendor.no_queue_limit() {
             report.push_str(&format!(

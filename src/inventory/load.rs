@@ -292,6 +292,18 @@ fn node_at<'n>(node: &'n Node, path: Option<&str>) -> Option<&'n Node> {
     Some(here)
 }
 
+/// The expected name a misspelled `name` most likely meant: at most two edits away
+/// (one for names of three letters or fewer), the nearest first.
+fn closest<'a>(name: &str, expected: &[&'a str]) -> Option<&'a str> {
+    let allowed = if name.chars().count() <= 3 { 1 } else { 2 };
+    expected
+        .iter()
+        .map(|candidate| (strsim::damerau_levenshtein(name, candidate), *candidate))
+        .filter(|(distance, _)| *distance <= allowed)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
 /// Turns a serde error into a message that names the field the way it is written;
 /// `what` names the list entry it happened in, if any.
 fn describe(e: &FromNodeError, what: Option<&str>, section: Option<&str>) -> String {
@@ -305,12 +317,16 @@ fn describe(e: &FromNodeError, what: Option<&str>, section: Option<&str>) -> Str
             "`{field}`: passwords and other secrets are not accepted in an inventory; \
              reference a key instead (key: {{file: PATH}}, key: {{agent: true}} or key: {{env: VAR}})"
         ),
-        SerdeError::UnknownFieldError(_, expected, _) => {
-            format!(
+        SerdeError::UnknownFieldError(name, expected, _) => match closest(name, expected) {
+            Some(near) => format!(
+                "unknown field `{field}`: did you mean `{near}`? (expected one of: {})",
+                expected.join(", ")
+            ),
+            None => format!(
                 "unknown field `{field}` (expected one of: {})",
                 expected.join(", ")
-            )
-        }
+            ),
+        },
         SerdeError::IntegerParseFailure(err, _) => match err.kind() {
             IntErrorKind::PosOverflow => format!("`{field}` is too large"),
             _ => format!("`{field}` must be a whole number"),

@@ -10,6 +10,7 @@ pub mod capi;
 pub mod daemon;
 pub mod datapath;
 pub mod driver;
+pub mod help;
 pub mod input;
 pub mod lines;
 pub mod mesh;

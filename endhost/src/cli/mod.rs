@@ -109,25 +109,7 @@ mod tests {
     /// Every command and every option says what it is for in `--help`.
     #[test]
     fn every_command_and_option_has_help() {
-        fn missing(command: &clap::Command, path: &str, out: &mut Vec<String>) {
-            let path = format!("{path} {}", command.get_name());
-            if command.get_about().is_none() && command.get_long_about().is_none() {
-                out.push(format!("{path}: no description"));
-            }
-            for arg in command.get_arguments() {
-                let builtin = ["help", "version"].contains(&arg.get_id().as_str());
-                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
-                    out.push(format!("{path} --{}: no help", arg.get_id()));
-                }
-            }
-            for sub in command.get_subcommands() {
-                if sub.get_name() != "help" {
-                    missing(sub, &path, out);
-                }
-            }
-        }
-        let mut out = Vec::new();
-        missing(&super::Cli::command(), "", &mut out);
-        assert!(out.is_empty(), "{}", out.join("\n"));
+        let missing = endhost::help::missing_help(&super::Cli::command());
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
 }

@@ -544,6 +544,15 @@ fn render_names_stale_files_and_clean_removes_them() {
         printed.contains("old-leaf.cfg; --clean removes them"),
         "{printed}"
     );
+    // Switches whose OS cannot hold queue limits are named, once per OS.
+    assert!(
+        printed.contains("note: cumulus switches leaf1: queue limits (L_i) are not configured"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("note: onyx switches leaf2: queue limits"),
+        "{printed}"
+    );
     assert!(dir.join("old-leaf.cfg").exists());
     let out = mltctl(&["render", "-i", LAB, "--out", out_dir, "--clean"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -77,14 +77,29 @@ pub fn run(args: Args) -> Result<(), Failure> {
             names.join(", ")
         ));
     }
-    for s in &plan.switches {
-        if let Some(why) = s.intent.vendor.no_queue_limit() {
-            report.push_str(&format!(
-                "note: {} ({}): queue limits (L_i) are not configured: {why}; the plan is \
-                 solved for that (see `mltctl plan --explain`)\n",
-                s.intent.name, s.intent.vendor
-            ));
+    // One note per OS that cannot hold queue limits, naming a few of its switches.
+    for vendor in switch_config::Vendor::ALL {
+        let Some(why) = vendor.no_queue_limit() else {
+            continue;
+        };
+        let names: Vec<&str> = plan
+            .switches
+            .iter()
+            .filter(|s| s.intent.vendor == vendor)
+            .map(|s| s.intent.name.as_str())
+            .collect();
+        if names.is_empty() {
+            continue;
         }
+        let more = match names.len().saturating_sub(3) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        report.push_str(&format!(
+            "note: {vendor} switches {}{more}: queue limits (L_i) are not configured: \
+             {why}; the plan is solved for that (see `mltctl plan --explain`)\n",
+            names[..names.len().min(3)].join(", ")
+        ));
     }
     print(&report)?;
     Ok(())

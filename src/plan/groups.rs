@@ -19,7 +19,7 @@
 //! (the squared contraction of the distance to consensus per period, Lemma IV.1),
 //! which is below 1 exactly then.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -288,7 +288,6 @@ fn intra_rack(rack: &Rack, members: &[u32], delayed: &[u32], t: usize, groups: &
 /// no such partner pairs with another stranded one; a last one stays alone (the mixing
 /// check then reports the pattern).
 fn pair_stranded(racks: &[Rack], contention: &Contention, t: usize, groups: &mut Vec<Group>) {
-    let rack_of = |rank: u32| racks.iter().position(|r| r.ranks.contains(&rank));
     let grouped: BTreeSet<u32> = groups
         .iter()
         .flat_map(|g| g.ranks.iter().copied())
@@ -297,13 +296,21 @@ fn pair_stranded(racks: &[Rack], contention: &Contention, t: usize, groups: &mut
         .workers
         .iter()
         .copied()
-        .filter(|w| rack_of(*w).is_some() && !grouped.contains(w))
+        .filter(|w| !grouped.contains(w))
+        .collect();
+    if stranded.is_empty() {
+        return;
+    }
+    let rack_of: BTreeMap<u32, usize> = racks
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| r.ranks.iter().map(move |&rank| (rank, i)))
         .collect();
     let mut pairs: Vec<Vec<u32>> = Vec::new();
     let mut left = Vec::new();
     for (j, &worker) in stranded.iter().enumerate() {
         let other_regular =
-            |r: u32| rack_of(r) != rack_of(worker) && !contention.workers.contains(&r);
+            |r: u32| rack_of.get(&r) != rack_of.get(&worker) && !contention.workers.contains(&r);
         // Workers of other racks on their own this iteration (a rack of two's
         // non-representative) first: pairing costs nobody a group.
         let paired: BTreeSet<u32> = pairs.iter().flatten().copied().collect();

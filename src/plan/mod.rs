@@ -389,7 +389,9 @@ fn threshold_profiles(
             let budget =
                 buffer_bytes.saturating_sub(rounding_slack) / u64::from(model.packet_bytes);
             let mut allocations = thresholds::optimise(&inputs, model.theta, budget);
-            let partition_bytes: u64 = allocations
+            // Σ L_i of the partition the model solved for; the over-commitment check
+            // uses it whether or not the switches hold the limits.
+            let used_bytes: u64 = allocations
                 .iter()
                 .map(|a| whole_units(a.limit_packets() * packet))
                 .sum();
@@ -431,11 +433,7 @@ fn threshold_profiles(
                 burst_bytes: burst,
                 mark_floor_bytes: mark_floor,
                 switches,
-                used_bytes: if queue_limits {
-                    queues.iter().map(|q| q.limit_bytes).sum()
-                } else {
-                    partition_bytes
-                },
+                used_bytes,
                 queues,
             }
         })

@@ -1,7 +1,7 @@
 //! `endhost bench`: measurements on namespace fabrics and veth pairs built for the
 //! purpose (see `endhost::testbed`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use endhost::testbed::bench::datapath::{PairSpec, System};
@@ -158,18 +158,7 @@ fn allreduce(args: AllreduceArgs) -> anyhow::Result<()> {
     if let Some(why) = netns::unavailable() {
         anyhow::bail!("cannot build a namespace fabric: {why}");
     }
-    let exe = std::env::current_exe().context("cannot find this program's path")?;
-    let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    let report = bench::run(&spec, &exe, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
-    let report = report.map_err(anyhow::Error::msg)?;
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{report}");
-    }
-    Ok(())
+    report(args.json, |exe, scratch| bench::run(&spec, exe, scratch))
 }
 
 fn datapath(args: DatapathArgs) -> anyhow::Result<()> {
@@ -201,13 +190,24 @@ fn datapath(args: DatapathArgs) -> anyhow::Result<()> {
     if let Some(why) = netns::unavailable() {
         anyhow::bail!("cannot build a veth pair: {why}");
     }
+    report(args.json, |exe, scratch| {
+        bench::datapath::run(&spec, exe, scratch)
+    })
+}
+
+/// Runs a benchmark with this program as its hosts' transport and a scratch directory
+/// (removed afterwards), and prints its report as text or JSON.
+fn report<R: serde::Serialize + std::fmt::Display>(
+    json: bool,
+    run: impl FnOnce(&Path, &Path) -> Result<R, String>,
+) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find this program's path")?;
     let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let report = bench::datapath::run(&spec, &exe, &scratch);
+    let report = run(&exe, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
     let report = report.map_err(anyhow::Error::msg)?;
-    if args.json {
+    if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         print!("{report}");

@@ -1506,3 +1506,37 @@ fn the_real_corpus_is_read_and_nothing_foreign_is_touched() {
     }
     assert!(read >= 16, "{read}");
 }
+
+/// The journal keeps only the owned part of a switch; putting it back must be exact, for
+/// a switch before the plan (vendor defaults and foreign QoS), as planned, and with stale
+/// items inside the plan's scope — and none of the switch's secrets may be in it.
+#[test]
+fn the_owned_part_reads_back_as_the_same_configuration_and_holds_no_secret() {
+    for case in CASES {
+        let plan = plan_of("inventory/lab.yaml");
+        let intent = intent(&plan, case.switch);
+        let base =
+            std::fs::read_to_string(fixture(&format!("tests/running/lab-base/{}", case.file)))
+                .unwrap();
+        let (_, planned) = realistic(case.switch, case.file);
+        let (after, insert, _, _) = case.stale;
+        let stale = edited(&planned, after, &format!("{after}{insert}"));
+        for running in [&base, &planned, &stale] {
+            let owned = switch_config::owned(intent, running).unwrap();
+            let back = switch_config::revert(intent, &owned, running).unwrap();
+            assert_eq!(back.changes, [], "{}: {owned}", case.switch);
+            for marker in [
+                "secret sha512",
+                "password 7",
+                "hashed-password",
+                "community",
+            ] {
+                assert!(!owned.contains(marker), "{}: {owned}", case.switch);
+            }
+        }
+        let from_base = switch_config::owned(intent, &base).unwrap();
+        let to_base = switch_config::revert(intent, &from_base, &planned).unwrap();
+        assert!(!to_base.changes.is_empty(), "{}", case.switch);
+        assert!(!to_base.commands.is_empty(), "{}", case.switch);
+    }
+}

@@ -20,6 +20,7 @@
 pub mod cumulus;
 pub mod eos;
 mod error;
+pub mod fold;
 pub mod intent;
 pub mod items;
 pub mod names;
@@ -94,6 +95,20 @@ pub fn render(intent: &SwitchIntent) -> Result<String, Error> {
         D::layout(intent, &additions, true)
     }
     per_vendor!(intent.vendor, with(intent))
+}
+
+/// The parts of `running` the plan owns, as a configuration in the vendor's own syntax
+/// (defaults written out): what the journal keeps of a switch, and what `revert` can
+/// put back. Nothing else of `running` — users, keys, communities — is in it.
+pub fn owned(intent: &SwitchIntent, running: &str) -> Result<String, Error> {
+    fn with<D: Driver>(intent: &SwitchIntent, running: &str) -> Result<String, Error> {
+        let held: Vec<_> = D::parse(running, intent)?
+            .into_iter()
+            .map(|(key, to)| Change::Add { key, to })
+            .collect();
+        D::layout(intent, &held, true)
+    }
+    per_vendor!(intent.vendor, with(intent, running))
 }
 
 /// The push driver for `intent`'s switch. `change_id` names the session, checkpoint or

@@ -127,9 +127,12 @@ pub enum Value {
         hops: NextHops,
         key: String,
     },
-    /// An entry shared by the plan's ports or queues and others (never planned): the
-    /// entries that replace it for the others, with their fields.
-    Shared(Vec<(String, Map<String, Json>)>),
+    /// An entry shared by the plan's ports or queues and others (never planned): its
+    /// fields as the switch has them, and the entries that replace it for the others.
+    Shared {
+        original: Map<String, Json>,
+        kept: Vec<(String, Map<String, Json>)>,
+    },
 }
 
 /// Whether a table exists (running) or must exist (plan).
@@ -153,7 +156,9 @@ impl PartialEq for Value {
             (Value::Object(_), Value::Object(_)) => true,
             (Value::Field(a), Value::Field(b)) => a == b,
             (Value::Route { hops: a, .. }, Value::Route { hops: b, .. }) => a == b,
-            (Value::Shared(a), Value::Shared(b)) => a == b,
+            // What a shared entry sets is the switch's, not the plan's: two switches
+            // that both have it do not differ in what the plan owns.
+            (Value::Shared { .. }, Value::Shared { .. }) => true,
             _ => false,
         }
     }
@@ -182,10 +187,10 @@ impl fmt::Display for Value {
             Value::Table(Presence::Absent) => f.write_str("absent"),
             Value::Field(v) => f.write_str(v),
             Value::Route { hops, .. } => write!(f, "{hops}"),
-            Value::Shared(kept) if kept.is_empty() => {
+            Value::Shared { kept, .. } if kept.is_empty() => {
                 f.write_str("shared with the plan's entries; split, nothing else to keep")
             }
-            Value::Shared(kept) => {
+            Value::Shared { kept, .. } => {
                 let names: Vec<&str> = kept.iter().map(|(k, _)| k.as_str()).collect();
                 write!(
                     f,
@@ -414,7 +419,11 @@ impl Driver for Sonic {
                     }
                     kept.push((port.to_string(), fields));
                 }
-                items.insert(object_key(Table::PortQosMap, name), Value::Shared(kept));
+                let original = object.clone();
+                items.insert(
+                    object_key(Table::PortQosMap, name),
+                    Value::Shared { original, kept },
+                );
                 continue;
             }
             // Another port bound to the plan's maps: those fields are stale.
@@ -512,7 +521,11 @@ fn add_queue_entries(
                     }
                 }
             }
-            items.insert(object_key(table_kind, name), Value::Shared(kept));
+            let original = object.clone();
+            items.insert(
+                object_key(table_kind, name),
+                Value::Shared { original, kept },
+            );
             continue;
         }
         // Another queue pointing at the plan's scheduler or profiles: those fields

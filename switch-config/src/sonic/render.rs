@@ -47,6 +47,10 @@ fn config_db<'a>(
             (Value::Route { hops, .. }, _) => {
                 objects.insert(key.object.clone(), route_fields(hops));
             }
+            // Only a configuration read from a switch holds one (the journal's copy).
+            (Value::Shared { original, .. }, None) => {
+                objects.insert(key.object.clone(), original.clone());
+            }
             _ => {}
         }
     }
@@ -118,8 +122,14 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
             }
             // The shared entry goes, and what it set for others comes back entry by
             // entry before the plan's own fields land on its ports.
+            Some(Change::Add {
+                to: Value::Shared { original, .. },
+                ..
+            }) => {
+                updates.push(json!({"op": "add", "path": path(object, None), "value": original}));
+            }
             Some(Change::Remove {
-                from: Value::Shared(kept),
+                from: Value::Shared { kept, .. },
                 ..
             }) => {
                 removals.push((table, json!({"op": "remove", "path": path(object, None)})));

@@ -17,6 +17,8 @@ pub enum Status {
     /// A signal stopped the run before this device was changed, or after, and the
     /// change was undone; the message says which.
     Interrupted,
+    /// Not contacted: an earlier batch of a rolling run failed.
+    Skipped,
 }
 
 impl std::fmt::Display for Status {
@@ -27,6 +29,7 @@ impl std::fmt::Display for Status {
             Status::Failed => "failed",
             Status::Unreachable => "unreachable",
             Status::Interrupted => "interrupted",
+            Status::Skipped => "skipped",
         })
     }
 }
@@ -40,6 +43,8 @@ pub struct Summary {
     pub unreachable: usize,
     #[serde(skip_serializing_if = "is_zero")]
     pub interrupted: usize,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -56,12 +61,13 @@ impl Summary {
                 Status::Failed => &mut s.failed,
                 Status::Unreachable => &mut s.unreachable,
                 Status::Interrupted => &mut s.interrupted,
+                Status::Skipped => &mut s.skipped,
             } += 1;
         }
         s
     }
 
     pub fn total(&self) -> usize {
-        self.ok + self.changed + self.failed + self.unreachable + self.interrupted
+        self.ok + self.changed + self.failed + self.unreachable + self.interrupted + self.skipped
     }
 }

@@ -12,7 +12,15 @@
 //!    that sees nothing to change has ignored the candidate: discard, fail);
 //! 5. commit with a revert timer, read the running configuration back and diff again;
 //!    anything left over is a failed verify: roll back;
-//! 6. confirm.
+//! 6. confirm — or, with [`Confirm::Manual`], stop there: the admin tests traffic and
+//!    runs `mltctl confirm` (or `mltctl rollback`), or lets the switch revert by itself.
+//!
+//! A rollback run is the same flow towards a configuration the journal kept (the owned
+//! part of what a switch ran before some run) instead of the plan.
+//!
+//! With a rolling run (`--serial`), devices go in batches; a batch with more failed or
+//! unreachable devices than `max_fail_percentage` allows stops the run, and the devices
+//! after it are `skipped`.
 //!
 //! A rollback is checked by reading the switch again: the owned parts must match what
 //! it ran before. If the connection dropped, one new session is opened for it; if that
@@ -25,7 +33,9 @@
 
 pub mod journal;
 pub mod report;
+pub mod settle;
 
+use std::collections::BTreeMap;
 use std::fs::{File, TryLockError};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -37,7 +47,7 @@ use switch_config::push::{Device, PushError};
 use switch_config::redact::clean;
 use switch_config::{ChangeLine, SwitchIntent, Vendor};
 
-use self::journal::Journal;
+use self::journal::{Journal, RunInfo};
 use crate::interrupt;
 pub use crate::outcome::Status;
 use crate::parallel::{self, Progress};
@@ -54,10 +64,80 @@ pub struct ApplyOptions {
     /// Devices handled at once (one SSH session each).
     pub forks: usize,
     pub ssh: SshOptions,
-    /// Names the session, checkpoint and timer of this run on every switch.
-    pub run_id: String,
+    /// Names the session, checkpoint and timer of this run on every switch, and says
+    /// in the journal what kind of run it is.
+    pub run: RunInfo,
     /// Where the per-switch lock files live (created when needed).
     pub lock_dir: PathBuf,
+    /// Whether mltctl confirms after the read-back verifies, or leaves it to the admin.
+    pub confirm: Confirm,
+    /// Ask the switch for its own diff of the change (with `check`: load the change as
+    /// a candidate, read the diff, discard it).
+    pub switch_diff: bool,
+    /// Per device, the owned configuration to put back instead of the plan's (a
+    /// rollback run); devices not in it get the plan.
+    pub restore: BTreeMap<String, String>,
+    /// Batches and how many failures stop the run.
+    pub rolling: Rolling,
+}
+
+/// Who confirms a commit that verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// mltctl, as soon as the read-back verifies.
+    Auto,
+    /// The admin, with `mltctl confirm`; until then the switch's revert timer runs.
+    Manual,
+}
+
+/// One batch's size: a number of devices or a share of all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchSize {
+    Devices(usize),
+    Percent(u8),
+}
+
+/// Ansible-style rolling: batch sizes in order (the last repeats; none: one batch of
+/// everything) and the share of a batch that may fail before the run stops.
+#[derive(Debug, Clone, Default)]
+pub struct Rolling {
+    pub serial: Vec<BatchSize>,
+    pub max_fail_percentage: u8,
+}
+
+impl Rolling {
+    /// `targets` cut into batches.
+    pub fn batches<T: Clone>(&self, targets: &[T]) -> Vec<Vec<T>> {
+        if self.serial.is_empty() {
+            return vec![targets.to_vec()];
+        }
+        let mut out = Vec::new();
+        let mut rest = targets;
+        let mut sizes = self.serial.iter();
+        let mut size = self.serial[0];
+        while !rest.is_empty() {
+            if let Some(next) = sizes.next() {
+                size = *next;
+            }
+            let n = match size {
+                BatchSize::Devices(n) => n,
+                BatchSize::Percent(p) => (targets.len() * usize::from(p)).div_ceil(100),
+            }
+            .clamp(1, rest.len());
+            out.push(rest[..n].to_vec());
+            rest = &rest[n..];
+        }
+        out
+    }
+
+    /// Whether a batch with these results stops the run.
+    fn stops_after(&self, batch: &[DeviceResult]) -> bool {
+        let failed = batch
+            .iter()
+            .filter(|r| matches!(r.status, Status::Failed | Status::Unreachable))
+            .count();
+        failed * 100 > batch.len() * usize::from(self.max_fail_percentage)
+    }
 }
 
 /// What happened on one device.
@@ -71,11 +151,23 @@ pub struct DeviceResult {
     pub changes: Vec<ChangeLine>,
     /// The commands (SONiC: the JSON patch) that make the change.
     pub commands: String,
+    /// The switch's own account of the change (EOS session diff, `nv config diff`,
+    /// SONiC's dry run), when it was asked and has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub switch_diff: Option<String>,
+    /// A commit left for the admin to confirm: what happens if nobody does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
     /// Why it failed or was unreachable, and what the switch runs now.
     pub message: Option<String>,
     /// SHA-256 of the running configuration before and after.
     pub before_sha256: Option<String>,
     pub after_sha256: Option<String>,
+    /// The owned part of the running configuration before and after, for the journal.
+    #[serde(skip)]
+    pub owned_before: Option<String>,
+    #[serde(skip)]
+    pub owned_after: Option<String>,
     /// Every command and script sent to the device, in order.
     #[serde(skip)]
     pub sent: Vec<String>,
@@ -85,12 +177,12 @@ pub struct DeviceResult {
 /// Progress of a run, in the order things happen.
 pub enum Event {
     Started(String),
-    Finished(DeviceResult),
+    Finished(Box<DeviceResult>),
 }
 
-/// Applies the plan to `targets` (indices into `switches`), `forks` at a time, records
-/// each device in `journal` as it goes, and calls `on_event` on this thread as devices
-/// start and finish. Results come back in `targets` order.
+/// Applies the plan to `targets` (indices into `switches`), batch by batch and `forks`
+/// at a time, records each device in `journal` as it goes, and calls `on_event` on this
+/// thread as devices start and finish. Results come back in `targets` order.
 pub fn run(
     switches: &[SwitchPlan],
     targets: &[usize],
@@ -98,21 +190,46 @@ pub fn run(
     journal: &Mutex<Journal>,
     on_event: &mut dyn FnMut(&Event),
 ) -> Vec<DeviceResult> {
-    parallel::run(
-        targets,
-        options.forks,
-        |&index| {
-            let result = contained(&switches[index], options, journal);
-            lock(journal).record(&options.run_id, options.check, &result);
-            result
-        },
-        &mut |progress| match progress {
-            Progress::Started(slot) => {
-                on_event(&Event::Started(switches[targets[slot]].intent.name.clone()))
+    let mut results = Vec::with_capacity(targets.len());
+    let mut stopped: Option<String> = None;
+    for (number, batch) in options.rolling.batches(targets).iter().enumerate() {
+        if let Some(why) = &stopped {
+            for &index in batch {
+                let mut result = DeviceResult::new(&switches[index]);
+                result.status = Status::Skipped;
+                result.message = Some(format!("not contacted: {why}"));
+                on_event(&Event::Finished(Box::new(result.clone())));
+                results.push(result);
             }
-            Progress::Finished(_, result) => on_event(&Event::Finished(result.clone())),
-        },
-    )
+            continue;
+        }
+        let done = parallel::run(
+            batch,
+            options.forks,
+            |&index| {
+                let result = contained(&switches[index], options, journal);
+                lock(journal).record(&options.run, &result);
+                result
+            },
+            &mut |progress: Progress<'_, DeviceResult>| match progress {
+                Progress::Started(slot) => {
+                    on_event(&Event::Started(switches[batch[slot]].intent.name.clone()))
+                }
+                Progress::Finished(_, result) => {
+                    on_event(&Event::Finished(Box::new(result.clone())))
+                }
+            },
+        );
+        if !options.rolling.serial.is_empty() && options.rolling.stops_after(&done) {
+            stopped = Some(format!(
+                "batch {} had more than {}% of its switches failed or unreachable",
+                number + 1,
+                options.rolling.max_fail_percentage
+            ));
+        }
+        results.extend(done);
+    }
+    results
 }
 
 /// One device's flow, with a bug in it kept to that device: a panic makes the device
@@ -159,9 +276,13 @@ impl DeviceResult {
             status: Status::Ok,
             changes: Vec::new(),
             commands: String::new(),
+            switch_diff: None,
+            unconfirmed: None,
             message: None,
             before_sha256: None,
             after_sha256: None,
+            owned_before: None,
+            owned_after: None,
             sent: Vec::new(),
             seconds: 0.0,
         }
@@ -169,10 +290,10 @@ impl DeviceResult {
 }
 
 /// The lock on `switch` for a run that may change it: taken, or why not.
-fn lock_switch(switch: &SwitchPlan, options: &ApplyOptions) -> Result<File, String> {
-    let path = crate::switches::inside(&options.lock_dir, &format!("{}.lock", switch.intent.name))
+fn lock_switch(switch: &SwitchPlan, lock_dir: &std::path::Path) -> Result<File, String> {
+    let path = crate::switches::inside(lock_dir, &format!("{}.lock", switch.intent.name))
         .map_err(|e| format!("cannot name its lock file: {e}"))?;
-    let taken = std::fs::create_dir_all(&options.lock_dir)
+    let taken = std::fs::create_dir_all(lock_dir)
         .and_then(|()| File::create(&path))
         .map_err(|e| format!("cannot create the lock {}: {e}", path.display()))?;
     match taken.try_lock() {
@@ -198,7 +319,7 @@ pub fn apply_device(
     let _lock = if options.check {
         None
     } else {
-        match lock_switch(switch, options) {
+        match lock_switch(switch, &options.lock_dir) {
             Ok(lock) => Some(lock),
             Err(why) => {
                 result.status = Status::Failed;
@@ -217,7 +338,7 @@ pub fn apply_device(
             return result;
         }
     };
-    let mut device = switch_config::driver(intent, &options.run_id);
+    let mut device = switch_config::driver(intent, &options.run.id);
     let mut change = Change {
         switch,
         options,
@@ -273,6 +394,8 @@ enum Cause {
     Load(PushError),
     #[error("the switch could not compare the change: {0}")]
     Compare(PushError),
+    #[error("discarding the checked change failed: {0}")]
+    Discard(PushError),
     /// The switch took the candidate but sees nothing to change: it ignored it.
     #[error("the switch reports no difference for the loaded change")]
     Ignored,
@@ -303,23 +426,40 @@ impl Change<'_> {
         &self.switch.intent
     }
 
+    /// What `running` lacks: the plan, or for a rollback the configuration kept.
+    fn wanted(&self, running: &str) -> Result<switch_config::SwitchDiff, switch_config::Error> {
+        match self.options.restore.get(&self.intent().name) {
+            Some(saved) => switch_config::revert(self.intent(), saved, running),
+            None => switch_config::diff(self.intent(), Some(running)),
+        }
+    }
+
     fn run(&mut self, t: &mut Session, result: &mut DeviceResult) -> Result<(), Failure> {
         let before = self
             .device
             .get_running(t)
             .map_err(|e| Failure::Read(Cause::Read(e)))?;
         result.before_sha256 = Some(sha256(&before));
-        let diff = switch_config::diff(self.intent(), Some(&before))
+        let diff = self
+            .wanted(&before)
             .map_err(|e| Failure::Read(Cause::Plan(e)))?;
+        result.owned_before = switch_config::owned(self.intent(), &before).ok();
         self.before = before;
         result.changes = diff.changes;
         result.commands = diff.commands;
         if result.changes.is_empty() {
             result.after_sha256 = result.before_sha256.clone();
+            result.owned_after = result.owned_before.clone();
             return Ok(());
         }
         result.status = Status::Changed;
         if self.options.check {
+            if self.options.switch_diff && self.device.has_candidate() {
+                self.stage(t, result)?;
+                self.device
+                    .discard(t)
+                    .map_err(|e| Failure::BeforeCommit(Cause::Discard(e)))?;
+            }
             return Ok(());
         }
         if interrupt::requested() {
@@ -327,7 +467,7 @@ impl Change<'_> {
                 at: "any change was sent",
             }));
         }
-        self.stage(t, &result.commands)?;
+        self.stage(t, result)?;
         if interrupt::requested() {
             return Err(Failure::BeforeCommit(Cause::Interrupted { at: "commit" }));
         }
@@ -335,7 +475,7 @@ impl Change<'_> {
             .commit(t, self.options.confirm_timeout)
             .map_err(|e| Failure::AfterCommit(Cause::Commit(e)))?;
         let pending = lock(self.journal).pending(
-            &self.options.run_id,
+            &self.options.run,
             result,
             self.device.reverts_by_itself(),
             self.options.confirm_timeout,
@@ -345,7 +485,8 @@ impl Change<'_> {
             .device
             .get_running(t)
             .map_err(|e| Failure::AfterCommit(Cause::ReadBack(e)))?;
-        let left = switch_config::diff(self.intent(), Some(&after))
+        let left = self
+            .wanted(&after)
             .map_err(|e| Failure::AfterCommit(Cause::ReadBackPlan(e)))?
             .changes;
         if !left.is_empty() {
@@ -354,17 +495,26 @@ impl Change<'_> {
         if interrupt::requested() {
             return Err(Failure::AfterCommit(Cause::Interrupted { at: "confirm" }));
         }
+        result.owned_after = switch_config::owned(self.intent(), &after).ok();
+        result.after_sha256 = Some(sha256(&after));
+        if self.options.confirm == Confirm::Manual {
+            result.unconfirmed = Some(journal::pending_note(
+                self.device.reverts_by_itself(),
+                self.options.confirm_timeout,
+            ));
+            return Ok(());
+        }
         self.device
             .confirm(t)
             .map_err(|e| Failure::AfterCommit(Cause::Confirm(e)))?;
-        result.after_sha256 = Some(sha256(&after));
         Ok(())
     }
 
-    /// Loads the change and makes sure the switch sees it.
-    fn stage(&mut self, t: &mut Session, commands: &str) -> Result<(), Failure> {
+    /// Loads the change and makes sure the switch sees it; keeps the switch's own diff
+    /// when the switch has a candidate of its own to compare.
+    fn stage(&mut self, t: &mut Session, result: &mut DeviceResult) -> Result<(), Failure> {
         self.device
-            .load_candidate(t, commands, &self.before)
+            .load_candidate(t, &result.commands, &self.before)
             .map_err(|e| Failure::BeforeCommit(Cause::Load(e)))?;
         let own_diff = self
             .device
@@ -372,6 +522,9 @@ impl Change<'_> {
             .map_err(|e| Failure::BeforeCommit(Cause::Compare(e)))?;
         if own_diff.trim().is_empty() {
             return Err(Failure::BeforeCommit(Cause::Ignored));
+        }
+        if self.options.switch_diff && self.device.has_candidate() {
+            result.switch_diff = Some(clean(own_diff.trim_end()));
         }
         Ok(())
     }

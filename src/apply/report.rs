@@ -25,6 +25,8 @@ pub struct Reporter {
     style: Style,
     /// Print each device's changes and commands.
     diff: bool,
+    /// Every change on its own line, not folded.
+    verbose: bool,
     check: bool,
     bar: Option<ProgressBar>,
     in_flight: Vec<String>,
@@ -47,10 +49,15 @@ impl Reporter {
         Reporter {
             style,
             diff,
+            verbose: false,
             check,
             bar,
             in_flight: Vec::new(),
         }
+    }
+
+    pub fn verbose(&mut self, verbose: bool) {
+        self.verbose = verbose;
     }
 
     pub fn event(&mut self, event: &Event) -> io::Result<()> {
@@ -85,8 +92,15 @@ impl Reporter {
         Ok(())
     }
 
-    /// The last word of a run.
-    pub fn finish(&mut self, summary: &Summary, seconds: f64, journal: &str) -> io::Result<()> {
+    /// The last word of a run; `unconfirmed`: how many changes of which run wait for
+    /// `mltctl confirm`.
+    pub fn finish(
+        &mut self,
+        summary: &Summary,
+        seconds: f64,
+        journal: &str,
+        unconfirmed: Option<(usize, &str)>,
+    ) -> io::Result<()> {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
@@ -99,6 +113,10 @@ impl Reporter {
                 summary: &'a Summary,
                 seconds: f64,
                 journal: &'a str,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                unconfirmed: Option<usize>,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                run: Option<&'a str>,
             }
             return json_line(&Last {
                 event: "summary",
@@ -106,6 +124,8 @@ impl Reporter {
                 summary,
                 seconds,
                 journal,
+                unconfirmed: unconfirmed.map(|(n, _)| n),
+                run: unconfirmed.map(|(_, run)| run),
             });
         }
         let changed = if self.check {
@@ -114,25 +134,39 @@ impl Reporter {
             "changed"
         };
         let total = summary.total();
-        let interrupted = if summary.interrupted > 0 {
-            format!(", {} interrupted", summary.interrupted)
-        } else {
-            String::new()
-        };
-        print_text(&format!(
-            "{total} switch(es): {} ok, {} {changed}, {} failed, {} unreachable{interrupted} ({seconds:.1} s); journal: {journal}\n",
+        let mut rare = String::new();
+        if summary.interrupted > 0 {
+            rare.push_str(&format!(", {} interrupted", summary.interrupted));
+        }
+        if summary.skipped > 0 {
+            rare.push_str(&format!(", {} skipped", summary.skipped));
+        }
+        let mut text = format!(
+            "{total} switch(es): {} ok, {} {changed}, {} failed, {} unreachable{rare} ({seconds:.1} s); journal: {journal}\n",
             summary.ok, summary.changed, summary.failed, summary.unreachable
-        ))
+        );
+        if let Some((count, run)) = unconfirmed {
+            text.push_str(&format!(
+                "{count} change(s) of run {run} wait for a confirm: test traffic, then \
+                 `mltctl confirm` keeps them and `mltctl rollback --to {run}` undoes them; \
+                 unconfirmed, they revert by themselves\n"
+            ));
+        }
+        print_text(&text)
     }
 
     fn device_text(&self, r: &DeviceResult) -> String {
         let detail = match (r.status, self.check) {
             (Status::Ok, _) => "no change".to_string(),
             (Status::Changed, true) => format!("{} change(s) would be made", r.changes.len()),
-            (Status::Changed, false) => {
-                format!("{} change(s) made, verified and confirmed", r.changes.len())
-            }
-            (Status::Failed | Status::Unreachable | Status::Interrupted, _) => r
+            (Status::Changed, false) => match &r.unconfirmed {
+                Some(note) => format!(
+                    "{} change(s) made and verified, NOT confirmed ({note})",
+                    r.changes.len()
+                ),
+                None => format!("{} change(s) made, verified and confirmed", r.changes.len()),
+            },
+            (Status::Failed | Status::Unreachable | Status::Interrupted | Status::Skipped, _) => r
                 .message
                 .clone()
                 .unwrap_or_else(|| "no reason given".into()),
@@ -147,12 +181,31 @@ impl Reporter {
             r.device, r.vendor, r.endpoint, r.seconds
         );
         if self.diff && !r.changes.is_empty() {
-            for change in &r.changes {
+            let folded;
+            let changes = if self.verbose {
+                &r.changes
+            } else {
+                folded = switch_config::fold::fold(&r.changes);
+                &folded
+            };
+            for change in changes {
                 text.push_str(&format!("    {change}\n"));
             }
             text.push_str("  commands:\n");
             for line in r.commands.lines() {
                 text.push_str(&format!("    {line}\n"));
+            }
+            match &r.switch_diff {
+                Some(own) => {
+                    text.push_str("  the switch's own diff:\n");
+                    for line in own.lines() {
+                        text.push_str(&format!("    {line}\n"));
+                    }
+                }
+                None if r.vendor == switch_config::Vendor::Onyx => text.push_str(
+                    "  the switch's own diff: none (Onyx has no candidate configuration)\n",
+                ),
+                None => {}
             }
         }
         text

@@ -3,16 +3,19 @@
 
 pub mod apply;
 pub mod bootstrap;
+pub mod confirm;
 pub mod diff;
 pub mod env;
 pub mod fetch;
 pub mod generate;
 pub mod groups;
+pub mod history;
 pub mod hosts;
 pub mod launch;
 pub mod plan;
 pub mod play;
 pub mod render;
+pub mod rollback;
 pub mod sim;
 pub mod stop;
 pub mod validate;
@@ -71,6 +74,9 @@ pub enum Command {
     Diff(diff::Args),
     Fetch(fetch::Args),
     Apply(apply::Args),
+    Confirm(confirm::Args),
+    History(history::Args),
+    Rollback(rollback::Args),
     Bootstrap(bootstrap::Args),
     Launch(launch::Args),
     Env(env::Args),
@@ -122,6 +128,48 @@ impl SshArgs {
             command_timeout: Duration::from_secs(self.command_timeout),
             known_hosts_lock: Default::default(),
         }
+    }
+}
+
+/// Where a run keeps its journal and per-switch locks.
+#[derive(clap::Args)]
+pub struct StateArgs {
+    /// Directory for the journal (journal.jsonl) and the per-switch locks (locks/)
+    /// [default: the --journal file's directory, else .mltctl next to the inventory].
+    /// --check writes nothing there.
+    #[arg(long, value_name = "DIR", env = "MLTCTL_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Journal file [default: journal.jsonl in the state directory].
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+}
+
+impl StateArgs {
+    fn dir(&self, inventory: &std::path::Path) -> PathBuf {
+        if let Some(dir) = &self.state_dir {
+            return dir.clone();
+        }
+        if let Some(journal) = &self.journal {
+            return journal
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .to_path_buf();
+        }
+        inventory
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(".mltctl")
+    }
+
+    pub fn journal(&self, inventory: &std::path::Path) -> PathBuf {
+        self.journal
+            .clone()
+            .unwrap_or_else(|| self.dir(inventory).join("journal.jsonl"))
+    }
+
+    pub fn locks(&self, inventory: &std::path::Path) -> PathBuf {
+        self.dir(inventory).join("locks")
     }
 }
 

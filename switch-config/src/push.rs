@@ -81,6 +81,19 @@ pub trait Device {
     /// Whether an unconfirmed commit is undone by the switch itself when the revert
     /// timer runs out (false: only [`Device::rollback`] undoes it).
     fn reverts_by_itself(&self) -> bool;
+
+    /// Takes up a change another process committed, to confirm or roll it back:
+    /// `saved` is the owned part of what the switch ran before (the copy a switch
+    /// without a rollback of its own is put back to).
+    fn resume(&mut self, saved: &str) {
+        let _ = saved;
+    }
+
+    /// Whether the switch holds a candidate of its own, so that [`Device::compare`] is
+    /// the switch's account of the change (false: it only echoes the commands).
+    fn has_candidate(&self) -> bool {
+        true
+    }
 }
 
 /// Runs `command` and fails on a non-zero exit status.

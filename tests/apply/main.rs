@@ -4,6 +4,7 @@
 
 mod emulator;
 mod fabric;
+mod workflow;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -79,6 +80,22 @@ fn main() {
             "fabrics_of_other_shapes_check_apply_and_converge",
             other_shapes,
         ),
+        (
+            "a_manual_confirm_waits_for_confirm_or_rollback",
+            workflow::manual_confirm,
+        ),
+        (
+            "a_commit_whose_revert_timer_ran_out_is_not_confirmed",
+            workflow::revert_timer_runs_out,
+        ),
+        (
+            "history_lists_runs_and_rollback_puts_the_owned_configuration_back",
+            workflow::history_and_rollback,
+        ),
+        (
+            "serial_batches_stop_after_a_failed_canary",
+            workflow::rolling_batches,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -153,6 +170,9 @@ fn lines_by_switch(out: &Output) -> BTreeMap<String, (String, String)> {
                 "unreachable",
                 "interrupted",
                 "would",
+                "skipped",
+                "confirmed",
+                "reverted",
             ]
             .contains(&status)
             .then(|| (name.to_string(), (status.to_string(), rest.to_string())))
@@ -277,8 +297,25 @@ fn check_changes_nothing() {
         assert!(rest.contains("change(s) would be made"), "{rest}");
     }
     let all = text(&out);
-    // --diff shows the changes and the commands.
-    assert!(all.contains("+ WRED_PROFILE|MLT_Q1: present"), "{all}");
+    // --diff shows the changes (equal ones folded, numbers in numeric order) and the
+    // commands, then the switch's own diff of the candidate it loaded and discarded.
+    assert!(all.contains("+ WRED_PROFILE|MLT_Q1-6: present"), "{all}");
+    assert!(
+        all.contains("+ DSCP_TO_TC_MAP|MLT 0-31,38-45,47-63: 0"),
+        "{all}"
+    );
+    assert!(!all.contains("+ WRED_PROFILE|MLT_Q1: present"), "{all}");
+    assert_eq!(
+        all.matches("  the switch's own diff:\n").count(),
+        3,
+        "{all}"
+    );
+    assert!(all.contains("Patch Applier: applying the patch"), "{all}");
+    assert!(all.contains("+++ session:/"), "{all}");
+    assert!(
+        all.contains("the switch's own diff: none (Onyx has no candidate configuration)"),
+        "{all}"
+    );
     assert!(all.contains("qos profile MLT"), "{all}");
     assert!(
         all.contains("nv set qos mapping default-global trust l3"),
@@ -288,7 +325,15 @@ fn check_changes_nothing() {
         all.contains("interface ethernet 1/1-1/2 qos trust L3"),
         "{all}"
     );
-    assert!(fabric.journal().iter().all(|e| e["check"] == true));
+    assert!(!fabric.journal.exists(), "--check wrote the journal");
+    assert!(!fabric.dir.join("locks").exists(), "--check took locks");
+    // --verbose lists every change on its own line.
+    let out = fabric.apply(&["--check", "--diff", "--verbose"]);
+    assert_exit(&out, 0);
+    let all = text(&out);
+    assert!(all.contains("+ WRED_PROFILE|MLT_Q1: present"), "{all}");
+    assert!(all.contains("+ DSCP_TO_TC_MAP|MLT 9: 0"), "{all}");
+    assert_eq!(fabric.states(), before, "--check changed a switch");
 }
 
 fn json_lines() {

@@ -27,6 +27,9 @@ struct View<'a> {
     dscp_maps: Vec<MapLine>,
     class_queues: Vec<MapLine>,
     profile: Option<ProfileView>,
+    /// The profile goes whole (`no qos profile MLT`): going back to a switch that had
+    /// none, as a rollback does; the plan itself always keeps it.
+    remove_profile: bool,
     interfaces: Vec<InterfaceView>,
     routes: Vec<RouteLine>,
 }
@@ -127,8 +130,12 @@ impl<'a> View<'a> {
         let mut queues: BTreeMap<u8, QueueView> = BTreeMap::new();
         let mut interfaces: BTreeMap<String, InterfaceView> = BTreeMap::new();
         let mut routes = Vec::new();
+        let mut remove_profile = false;
         for change in changes {
             match (change.key(), change.to()) {
+                // An existing profile reads as trust and priority items: with those gone
+                // the switch had no profile.
+                (Key::ProfileTrust | Key::QueuePriority(_), None) => remove_profile = true,
                 (Key::ProfileTrust, Some(Value::Trust(t))) => {
                     profile.get_or_insert_default().trust = Some(t.clone());
                 }
@@ -172,6 +179,10 @@ impl<'a> View<'a> {
                 _ => {}
             }
         }
+        if remove_profile {
+            profile = None;
+            queues.clear();
+        }
         if !queues.is_empty() {
             // In ascending order, as EOS lists them.
             profile.get_or_insert_default().queues = queues.into_values().collect();
@@ -182,6 +193,7 @@ impl<'a> View<'a> {
             dscp_maps,
             class_queues,
             profile,
+            remove_profile,
             interfaces: interfaces.into_values().collect(),
             routes,
         }

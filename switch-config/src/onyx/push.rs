@@ -81,4 +81,12 @@ impl Device for Onyx<'_> {
     fn reverts_by_itself(&self) -> bool {
         false
     }
+
+    fn resume(&mut self, saved: &str) {
+        self.staged = Some((saved.to_string(), String::new()));
+    }
+
+    fn has_candidate(&self) -> bool {
+        false
+    }
 }

@@ -439,6 +439,10 @@ impl Config {
                     !(v == &vrf && p == &prefix && hop.as_ref().is_none_or(|hop| hop == h))
                 });
             }
+            ["no", "qos", "profile", name] => {
+                let text = format!("qos profile {name}");
+                self.nodes.retain(|n| n.text() != text);
+            }
             ["qos", "profile", _] | ["interface", _] => {
                 let index = match self.nodes.iter().position(|n| n.text() == line) {
                     Some(i) => i,

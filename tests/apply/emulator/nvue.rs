@@ -211,7 +211,7 @@ fn sort_key(words: &[String]) -> Vec<(u64, String)> {
 }
 
 fn set(revision: &mut Revision, path: &[String]) -> Result<(), String> {
-    for leaf in expand(path)?.into_iter().flat_map(with_defaults) {
+    for leaf in expand(path, false)?.into_iter().flat_map(with_defaults) {
         check(&leaf)?;
         let n = leaf.len();
         if n >= 2 && !LISTS.contains(&leaf[n - 2].as_str()) {
@@ -246,17 +246,19 @@ fn with_defaults(leaf: Vec<String>) -> Vec<Vec<String>> {
 }
 
 fn unset(revision: &mut Revision, path: &[String]) -> Result<(), String> {
-    for prefix in expand(path)? {
+    for prefix in expand(path, true)? {
         revision.retain(|_, w| !(w.len() >= prefix.len() && w[..prefix.len()] == prefix[..]));
     }
     Ok(())
 }
 
-/// Every path a path with lists or ranges in its keys stands for.
-fn expand(path: &[String]) -> Result<Vec<Vec<String>>, String> {
+/// Every path a path with lists or ranges in its keys stands for. The last word of a
+/// `set` is its value; that of an `unset` may be a key (`traffic-class 1-6`).
+fn expand(path: &[String], ends_in_key: bool) -> Result<Vec<Vec<String>>, String> {
     let mut paths = vec![Vec::new()];
     for (i, word) in path.iter().enumerate() {
-        let is_key = i > 0 && i + 1 < path.len() && RANGED.contains(&path[i - 1].as_str());
+        let is_key =
+            i > 0 && (ends_in_key || i + 1 < path.len()) && RANGED.contains(&path[i - 1].as_str());
         let members = if is_key {
             members(word)?
         } else {

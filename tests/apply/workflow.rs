@@ -1,0 +1,362 @@
+//! The admin's workflow around apply: a change left for the admin to confirm, the
+//! history of runs, rollback to before a run, and rolling changes in batches — on the
+//! emulated switches of every vendor.
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::fabric::{Fabric, base_config, root};
+use crate::{assert_as_planned, assert_exit, plan, status_of, text};
+
+/// The ids of the runs `history` lists, oldest first.
+fn run_ids(fabric: &Fabric) -> Vec<String> {
+    history(fabric)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn history(fabric: &Fabric) -> Value {
+    let out = state_command(fabric, "history", &["--json"]);
+    assert_exit(&out, 0);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn outcomes(run: &Value) -> Vec<(String, String)> {
+    run["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["device"].as_str().unwrap().to_string(),
+                d["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `mltctl SUBCOMMAND` with this fabric's journal (`history` contacts no switch).
+fn state_command(fabric: &Fabric, subcommand: &str, args: &[&str]) -> Output {
+    let mut command = if subcommand == "history" {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mltctl"));
+        command.arg("history").arg("-i").arg(&fabric.inventory);
+        command
+    } else {
+        fabric.mltctl(subcommand)
+    };
+    command
+        .arg("--journal")
+        .arg(&fabric.journal)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `apply --confirm manual` changes and verifies every switch but saves nothing; a new
+/// apply is refused; `confirm --limit` keeps two; `rollback --to` undoes the other two
+/// exactly; afterwards nothing waits.
+pub fn manual_confirm() {
+    let fabric = Fabric::lab_base("manual-confirm");
+    let plan = plan(&fabric);
+    let before = fabric.states();
+    let out = fabric.apply(&["--confirm", "manual"]);
+    assert_exit(&out, 0);
+    let all = text(&out);
+    for switch in &fabric.switches {
+        let (status, rest) = status_of(&out, &switch.name);
+        assert_eq!(status, "changed", "{rest}");
+        assert!(rest.contains("NOT confirmed"), "{rest}");
+        let running = switch.device.running();
+        let intent = &plan
+            .switches
+            .iter()
+            .find(|s| s.intent.name == switch.name)
+            .unwrap()
+            .intent;
+        assert!(
+            switch_config::diff(intent, Some(&running))
+                .unwrap()
+                .changes
+                .is_empty()
+        );
+        assert_eq!(
+            switch.device.startup(),
+            before[&switch.name]
+                .iter()
+                .find(|(f, _)| f.starts_with("startup"))
+                .map(|(_, t)| t.clone())
+                .unwrap_or_default(),
+            "{}: saved before the confirm",
+            switch.name
+        );
+    }
+    assert!(all.contains("4 change(s) of run mltctl-"), "{all}");
+    let [run] = run_ids(&fabric).try_into().expect("one run");
+    assert!(
+        all.contains(&format!("mltctl rollback --to {run}")),
+        "{all}"
+    );
+
+    let refused = fabric.apply(&[]);
+    assert_exit(&refused, 1);
+    assert!(
+        text(&refused).contains("still wait for a confirm"),
+        "{}",
+        text(&refused)
+    );
+
+    let out = state_command(&fabric, "confirm", &["--limit", "spine*"]);
+    assert_exit(&out, 0);
+    for name in ["spine1", "spine2"] {
+        assert_eq!(status_of(&out, name).0, "confirmed", "{}", text(&out));
+        assert_as_planned(&fabric, &plan, name);
+    }
+    let out = state_command(&fabric, "rollback", &["--to", &run, "--limit", "leaf*"]);
+    assert_exit(&out, 0);
+    let after = fabric.states();
+    for name in ["leaf1", "leaf2"] {
+        assert_eq!(status_of(&out, name).0, "reverted", "{}", text(&out));
+        assert_eq!(after[name], before[name], "{name} is not as before");
+    }
+    let runs = history(&fabric);
+    assert_eq!(
+        outcomes(&runs[0]),
+        [
+            ("leaf1".into(), "reverted".into()),
+            ("leaf2".into(), "reverted".into()),
+            ("spine1".into(), "confirmed".into()),
+            ("spine2".into(), "confirmed".into()),
+        ]
+    );
+    let out = state_command(&fabric, "confirm", &[]);
+    assert_exit(&out, 0);
+    assert!(
+        text(&out).contains("no selected switch waits for a confirm"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A switch whose revert timer ran out is not confirmed: it runs what it ran before.
+pub fn revert_timer_runs_out() {
+    let fabric = Fabric::lab_base("timer-runs-out");
+    let running =
+        || -> Vec<String> { fabric.switches.iter().map(|s| s.device.running()).collect() };
+    let before = running();
+    let limit = "spine1,spine2,leaf1";
+    let out = fabric.apply(&[
+        "--confirm",
+        "manual",
+        "--confirm-timeout",
+        "1",
+        "--limit",
+        limit,
+    ]);
+    assert_exit(&out, 0);
+    assert_ne!(running(), before);
+    let reverted = crate::eventually(Duration::from_secs(20), || running() == before);
+    assert!(reverted, "the switches did not revert by themselves");
+    let out = state_command(&fabric, "confirm", &[]);
+    assert_exit(&out, 4);
+    for name in ["spine1", "spine2", "leaf1"] {
+        let (status, rest) = status_of(&out, name);
+        assert_eq!(status, "failed", "{rest}");
+        assert!(rest.contains("no longer runs what run"), "{rest}");
+    }
+    assert_eq!(running(), before);
+    // A SONiC checkpoint outlives its rollback, as on the real switch; nothing else
+    // (sessions, timers, pending revisions) is left.
+    for switch in &fabric.switches {
+        let left: Vec<String> = switch
+            .device
+            .leftovers()
+            .into_iter()
+            .filter(|l| !l.starts_with("checkpoints/"))
+            .collect();
+        assert!(left.is_empty(), "{}: {left:?}", switch.name);
+    }
+}
+
+/// history lists apply and rollback runs; rollback --check changes nothing; rollback
+/// puts every vendor's owned configuration back as it was, and apply converges again.
+/// The journal keeps owned configuration only: no secret of any switch is in it.
+pub fn history_and_rollback() {
+    let planted = "planted-community-4711";
+    let lab = root().join("inventory/lab.yaml");
+    let fabric = Fabric::new(
+        "rollback",
+        &lab,
+        |name| {
+            let base = base_config(name);
+            if name == "spine1" {
+                let mut db: Value = serde_json::from_str(&base).unwrap();
+                db["SNMP_COMMUNITY"] = serde_json::json!({planted: {"TYPE": "RO"}});
+                serde_json::to_string_pretty(&db).unwrap()
+            } else {
+                base
+            }
+        },
+        None,
+    );
+    let plan = plan(&fabric);
+    let owned_before: Vec<(String, String)> = fabric
+        .switches
+        .iter()
+        .map(|s| {
+            let intent = &plan
+                .switches
+                .iter()
+                .find(|p| p.intent.name == s.name)
+                .unwrap()
+                .intent;
+            (
+                s.name.clone(),
+                switch_config::owned(intent, &s.device.running()).unwrap(),
+            )
+        })
+        .collect();
+    assert_exit(&fabric.apply(&[]), 0);
+    let [run] = run_ids(&fabric).try_into().expect("one run");
+    let applied = fabric.states();
+
+    let out = state_command(&fabric, "rollback", &["--to", &run, "--check", "--diff"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        fabric.states(),
+        applied,
+        "rollback --check changed a switch"
+    );
+    for switch in &fabric.switches {
+        assert_eq!(status_of(&out, &switch.name).0, "would", "{}", text(&out));
+    }
+    assert!(
+        text(&out).contains("- WRED_PROFILE|MLT_Q1-6: present"),
+        "{}",
+        text(&out)
+    );
+
+    let out = state_command(&fabric, "rollback", &["--to", &run]);
+    assert_exit(&out, 0);
+    for (name, owned) in &owned_before {
+        assert_eq!(status_of(&out, name).0, "changed", "{}", text(&out));
+        let switch = fabric.switch(name);
+        let intent = &plan
+            .switches
+            .iter()
+            .find(|p| p.intent.name == *name)
+            .unwrap()
+            .intent;
+        let running = switch.device.running();
+        let left = switch_config::revert(intent, owned, &running).unwrap();
+        assert!(left.changes.is_empty(), "{name}: {:#?}", left.changes);
+        assert_eq!(
+            switch.device.startup(),
+            running,
+            "{name}: rollback not saved"
+        );
+        assert!(switch.device.leftovers().is_empty(), "{name}");
+    }
+    // Back as before, the plan is a full change again.
+    let out = fabric.apply(&[]);
+    assert_exit(&out, 0);
+    for switch in &fabric.switches {
+        assert_eq!(status_of(&out, &switch.name).0, "changed");
+        assert_as_planned(&fabric, &plan, &switch.name);
+    }
+    let runs = history(&fabric);
+    let kinds: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["apply", "rollback", "apply"]);
+    assert_eq!(runs[1]["of"], run.as_str());
+    let out = state_command(&fabric, "history", &["--limit", "leaf1", "--verbose"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        text(&out).matches("leaf1 (cumulus)").count(),
+        3,
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("spine1"), "{}", text(&out));
+
+    let out = state_command(&fabric, "rollback", &["--to", "mltctl-0-0"]);
+    assert_exit(&out, 2);
+    assert!(text(&out).contains("mltctl history"), "{}", text(&out));
+
+    let journal = std::fs::read_to_string(&fabric.journal).unwrap();
+    assert!(
+        journal.contains("owned_before"),
+        "the journal keeps owned configuration"
+    );
+    let mut secrets = vec![planted.to_string(), "community public".to_string()];
+    for name in ["spine2", "leaf1", "leaf2"] {
+        for line in base_config(name).lines() {
+            for marker in ["secret sha512 ", "password 7 ", "hashed-password "] {
+                if let Some((_, value)) = line.split_once(marker) {
+                    secrets.push(value.trim().trim_matches('\'').to_string());
+                }
+            }
+        }
+    }
+    assert!(secrets.len() > 5);
+    for secret in &secrets {
+        assert!(
+            !journal.contains(secret.as_str()),
+            "the journal holds a secret: {secret}"
+        );
+    }
+}
+
+/// `--serial 1`: the first switch is a canary; it fails, and nothing else is contacted.
+/// `--serial 2` goes in two batches of two.
+pub fn rolling_batches() {
+    let fabric = Fabric::lab_base("serial");
+    let before = fabric.states();
+    let first = fabric.switches[0].name.clone();
+    fabric.switch(&first).device.set_faults(&["reject: MLT_Q3"]);
+    let out = fabric.apply(&["--serial", "1"]);
+    assert_exit(&out, 4);
+    assert_eq!(status_of(&out, &first).0, "failed");
+    for switch in &fabric.switches[1..] {
+        let (status, rest) = status_of(&out, &switch.name);
+        assert_eq!(status, "skipped", "{rest}");
+        assert!(rest.contains("batch 1 had more than 0%"), "{rest}");
+    }
+    assert_eq!(fabric.states(), before);
+
+    fabric.switch(&first).device.set_faults(&[]);
+    let out = fabric.apply(&["--serial", "2", "--json"]);
+    assert_exit(&out, 0);
+    let events: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let third_start = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| *e == "started")
+        .nth(2)
+        .unwrap()
+        .0;
+    let done_before = events[..third_start]
+        .iter()
+        .filter(|e| *e == "device")
+        .count();
+    assert_eq!(done_before, 2, "{events:?}");
+
+    let out = fabric.apply(&["--serial", "0"]);
+    assert_exit(&out, 2);
+}

@@ -1540,3 +1540,41 @@ fn the_owned_part_reads_back_as_the_same_configuration_and_holds_no_secret() {
         assert!(!to_base.commands.is_empty(), "{}", case.switch);
     }
 }
+
+/// `diff` folds equal changes into number lists in numeric order; `--verbose` lists
+/// each; both say the same number of changes.
+#[test]
+fn diff_folds_equal_changes_and_verbose_lists_each() {
+    let running = fixture("tests/running/lab-base");
+    let args = [
+        "diff",
+        "-i",
+        "inventory/lab.yaml",
+        "--running",
+        running.to_str().unwrap(),
+    ];
+    let folded = text(&mltctl(&args).stdout);
+    assert!(
+        folded.contains("  ~ DSCP 8-15 traffic class: 1 -> 0\n"),
+        "{folded}"
+    );
+    assert!(
+        folded.contains("  + WRED_PROFILE|MLT_Q1-6: present\n"),
+        "{folded}"
+    );
+    assert!(
+        folded.contains("  + DSCP_TO_TC_MAP|MLT 0-31,38-45,47-63: 0\n"),
+        "{folded}"
+    );
+    assert!(!folded.contains("  ~ DSCP 9 traffic class"), "{folded}");
+    let mut verbose_args = args.to_vec();
+    verbose_args.push("--verbose");
+    let verbose = text(&mltctl(&verbose_args).stdout);
+    assert!(
+        verbose.contains("  ~ DSCP 9 traffic class: 1 -> 0\n"),
+        "{verbose}"
+    );
+    assert!(verbose.lines().count() > folded.lines().count() + 100);
+    let last = |t: &str| t.lines().last().unwrap_or_default().to_string();
+    assert_eq!(last(&folded), last(&verbose));
+}

@@ -15,6 +15,9 @@ use super::{Failure, InventoryArg, load, planned, print, print_json};
 /// with --require-running); a file in another form is an error. Only what the plan
 /// owns is compared, after units, defaults and ordering are normalised; for each
 /// switch that differs, the commands (SONiC: the JSON patch) that would fix it follow.
+/// Changes that differ only in one number and change the same way are folded into one
+/// line with a number list (`DSCP 0-7,9-15 traffic class: 1 -> 0`); --verbose lists
+/// each, and --json always does.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -32,6 +35,9 @@ pub struct Args {
     /// A switch without a running configuration in DIR is an error, not an empty switch.
     #[arg(long)]
     pub require_running: bool,
+    /// Every change on its own line, not folded.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
@@ -87,7 +93,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             "taken_as_empty": missing,
         }))?;
     } else {
-        print(&diff_text(&diffs, differing))?;
+        print(&diff_text(&diffs, differing, args.verbose))?;
     }
     if exit_code && differing > 0 {
         return Err(Failure::Differs);
@@ -95,7 +101,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-fn diff_text(diffs: &[switch_config::SwitchDiff], differing: usize) -> String {
+fn diff_text(diffs: &[switch_config::SwitchDiff], differing: usize, verbose: bool) -> String {
     let mut out = String::new();
     let changes: usize = diffs.iter().map(|d| d.changes.len()).sum();
     for d in diffs {
@@ -109,7 +115,14 @@ fn diff_text(diffs: &[switch_config::SwitchDiff], differing: usize) -> String {
             d.vendor,
             d.changes.len()
         ));
-        for change in &d.changes {
+        let folded;
+        let shown = if verbose {
+            &d.changes
+        } else {
+            folded = switch_config::fold::fold(&d.changes);
+            &folded
+        };
+        for change in shown {
             out.push_str(&format!("  {change}\n"));
         }
         out.push_str("  to apply:\n");

@@ -103,7 +103,8 @@ fn fold_at(lines: Vec<Line>, from_end: usize) -> Vec<Line> {
 }
 
 /// Splits an item's name into text and foldable numbers: digit runs that are not part
-/// of an address, a prefix length, a port name like `Ethernet1/1` or a zero-padded code.
+/// of an address, a prefix length, a port name like `Ethernet1/1`, a range or list the
+/// switch already wrote (`Ethernet0|0-7`) or a zero-padded code.
 fn tokens(item: &str) -> Vec<Token> {
     let chars: Vec<char> = item.chars().collect();
     let mut out = Vec::new();
@@ -116,7 +117,7 @@ fn tokens(item: &str) -> Vec<Token> {
                 i += 1;
             }
             let run: String = chars[start..i].iter().collect();
-            let joined = |c: Option<&char>| c.is_some_and(|c| ".:/".contains(*c));
+            let joined = |c: Option<&char>| c.is_some_and(|c| ".:/-,".contains(*c));
             let padded = run.len() > 1 && run.starts_with('0');
             match run.parse::<u32>() {
                 Ok(n)
@@ -310,6 +311,8 @@ mod tests {
             line("interface Ethernet2/1 service-profile", None, Some("MLT")),
             line("code 07", None, Some("x")),
             line("code 08", None, Some("x")),
+            line("BUFFER_QUEUE|Ethernet0|0-7", Some("shared"), None),
+            line("BUFFER_QUEUE|Ethernet0|1-7", Some("shared"), None),
         ];
         assert_eq!(fold(&lines).len(), lines.len());
         let all: Vec<String> = fold(&lines).iter().map(|l| l.item.clone()).collect();

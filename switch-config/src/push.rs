@@ -151,19 +151,24 @@ fn gist(text: &str) -> Option<String> {
 /// error line starts with `%`.
 pub(crate) fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, PushError> {
     let out = t.cli(script)?;
-    let errors: Vec<&str> = out
-        .stdout
-        .lines()
-        .chain(out.stderr.lines())
-        .map(str::trim)
-        .filter(|l| l.starts_with('%'))
-        .collect();
+    let mut errors: Vec<&str> = Vec::new();
+    for line in out.stdout.lines().chain(out.stderr.lines()).map(str::trim) {
+        // One rejected command in several places is said once.
+        if line.starts_with('%') && !errors.contains(&line) {
+            errors.push(line);
+        }
+    }
     if errors.is_empty() && out.status == 0 {
         Ok(out.stdout)
     } else {
         let first = script.lines().next().unwrap_or_default();
+        let command = errors
+            .iter()
+            .find_map(|e| rejected_line(script, e))
+            .map(|line| line.trim().to_string())
+            .unwrap_or_else(|| format!("{first} …"));
         Err(PushError::Rejected {
-            command: format!("{first} …"),
+            command: clean(&command),
             message: if errors.is_empty() {
                 format!("exit status {}", out.status)
             } else {
@@ -171,6 +176,18 @@ pub(crate) fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, Pus
             },
         })
     }
+}
+
+/// The script line an error names: EOS says `% Invalid input (at token N: 'WORD')`
+/// (without echoing the line), so the line is the one whose word N is WORD.
+fn rejected_line<'s>(script: &'s str, error: &str) -> Option<&'s str> {
+    let (_, at) = error.split_once("(at token ")?;
+    let (index, rest) = at.split_once(": '")?;
+    let index: usize = index.trim().parse().ok()?;
+    let (word, _) = rest.split_once("')")?;
+    script
+        .lines()
+        .find(|line| line.split_whitespace().nth(index) == Some(word))
 }
 
 /// `hh:mm:ss`, as EOS writes timers.
@@ -212,13 +229,17 @@ pub(crate) mod tests {
     fn a_cli_error_line_fails_the_step() {
         let mut t = Recorder {
             reply: Output {
-                stdout: "ok\n% Invalid input (at token 1: 'bogus')\n".into(),
+                stdout: "ok\n% Invalid input (at token 0: 'bogus')\n".into(),
                 ..Output::default()
             },
             ..Recorder::default()
         };
         let err = run_cli(&mut t, "configure\nbogus line\n").unwrap_err();
         assert!(err.to_string().contains("Invalid input"), "{err}");
+        assert!(err.to_string().contains("rejected `bogus line`"), "{err}");
+        t.reply.stdout = "% Incomplete command\n".into();
+        let err = run_cli(&mut t, "configure\nbogus line\n").unwrap_err();
+        assert!(err.to_string().contains("rejected `configure …`"), "{err}");
         t.reply.stdout = "fine\n".into();
         assert_eq!(run_cli(&mut t, "configure\n").unwrap(), "fine\n");
     }

@@ -491,8 +491,9 @@ fn changed_host_key() {
 }
 
 /// Injects one fault into each of two switches and applies: those two fail with
-/// `messages` and run exactly what they ran before; the other two change.
-fn two_fail(test: &str, faults: [(&str, &str); 2], messages: &[&str]) {
+/// `messages` and run exactly what they ran before; the other two change. The run's
+/// output is returned.
+fn two_fail(test: &str, faults: [(&str, &str); 2], messages: &[&str]) -> Output {
     let fabric = Fabric::lab_base(test);
     let plan = plan(&fabric);
     let before = fabric.states();
@@ -515,11 +516,12 @@ fn two_fail(test: &str, faults: [(&str, &str); 2], messages: &[&str]) {
             assert_as_planned(&fabric, &plan, &switch.name);
         }
     }
+    out
 }
 
 /// Switches whose commit fails part-way are rolled back to exactly what they ran.
 fn rejected_command() {
-    two_fail(
+    let _ = two_fail(
         "rejected",
         [
             // SONiC: one patch operation fails after earlier ones applied.
@@ -534,9 +536,10 @@ fn rejected_command() {
     );
 }
 
-/// Switches with a candidate (EOS sessions, NVUE pending revisions) drop it.
+/// Switches with a candidate (EOS sessions, NVUE pending revisions) drop it. EOS's
+/// rejection quotes the line it rejected, not the session header.
 fn rejected_before_commit() {
-    two_fail(
+    let out = two_fail(
         "rejected-candidate",
         [
             ("spine2", "reject: random-detect ecn"),
@@ -544,6 +547,12 @@ fn rejected_before_commit() {
         ],
         &["loading the change failed", "nothing was activated"],
     );
+    let (_, rest) = status_of(&out, "spine2");
+    assert!(
+        rest.contains("rejected `random-detect ecn minimum-threshold 87040 bytes"),
+        "{rest}"
+    );
+    assert_eq!(rest.matches("(at token 1: 'ecn')").count(), 1, "{rest}");
 }
 
 fn lost_after_commit() {

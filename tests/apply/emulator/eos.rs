@@ -59,6 +59,21 @@ struct Edit {
     path: Vec<usize>,
 }
 
+/// EOS's error for a line it cannot parse names the first word it could not take:
+/// `Invalid input (at token 2: 'bogus')`. Here that is the word holding the fault's text.
+fn invalid_at(line: &str, faults: &super::Faults) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| faults.rejects(w))
+        .or_else(|| (0..words.len()).find(|&i| faults.rejects(&words[..=i].join(" "))))
+        .unwrap_or(0);
+    format!(
+        "Invalid input (at token {at}: '{}')",
+        words.get(at).unwrap_or(&"")
+    )
+}
+
 pub fn cli(device: &Device, script: &str) -> Reply {
     let faults = device.faults();
     let mut reply = Reply::default();
@@ -78,7 +93,9 @@ pub fn cli(device: &Device, script: &str) -> Reply {
                     e.path.pop();
                 }
                 _ if faults.rejects(line) => {
-                    reply.stdout.push_str("% Invalid input (at token 0)\n");
+                    reply
+                        .stdout
+                        .push_str(&format!("% {}\n", invalid_at(line, &faults)));
                 }
                 _ if faults.ignores(line) => {}
                 _ => {

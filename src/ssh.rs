@@ -27,8 +27,20 @@ pub struct SshOptions {
     pub connect_timeout: Duration,
     /// The longest any one step (a command, a read) may take.
     pub command_timeout: Duration,
-    /// Serialises additions to `known_hosts` from parallel sessions.
-    pub known_hosts_lock: Mutex<()>,
+    /// Host keys recorded in `known_hosts` by this run (endpoint, type and
+    /// fingerprint), for the admin to see; also serialises the additions from parallel
+    /// sessions.
+    pub recorded: Mutex<Vec<String>>,
+}
+
+impl SshOptions {
+    /// What this run recorded in `known_hosts`, one line each.
+    pub fn recorded(&self) -> Vec<String> {
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 /// Why a session could not be opened. Nothing was sent to the device.
@@ -53,11 +65,20 @@ pub enum SshError {
         source: ssh2::Error,
     },
     #[error(
-        "the host key of {endpoint} is not in {} (check it and run again with --accept-new-host-keys to record it)",
-        known_hosts.display()
+        "the host key of {endpoint} ({key}) is not in {known}: check that fingerprint against \
+         the device's own (`ssh-keygen -lf` of its host key, on its console), then run again \
+         with --accept-new-host-keys to record it, or record it with `ssh-keyscan -p {port} \
+         -t {kind} {address} >> {known}`",
+        known = known_hosts.display()
     )]
     UnknownHostKey {
         endpoint: String,
+        address: String,
+        port: u16,
+        /// The key's type and SHA-256 fingerprint, as `ssh-keygen -l` prints them.
+        key: String,
+        /// The type as ssh-keyscan names it.
+        kind: String,
         known_hosts: PathBuf,
     },
     #[error(
@@ -291,6 +312,8 @@ fn check_host_key(
     let (key, key_type) = session
         .host_key()
         .ok_or_else(|| known_hosts_error("the device sent no host key".into()))?;
+    let kind = key_kind(key_type);
+    let fingerprint = format!("{} {}", kind.to_uppercase(), fingerprint(key));
     let mut known = session
         .known_hosts()
         .map_err(|e| known_hosts_error(e.to_string()))?;
@@ -323,11 +346,20 @@ fn check_host_key(
             let line = known
                 .write_string(&entry, KnownHostFileKind::OpenSSH)
                 .map_err(|e| known_hosts_error(e.to_string()))?;
-            append_line(path, &line, &options.known_hosts_lock)
-                .map_err(|e| known_hosts_error(e.to_string()))
+            let mut recorded = options.recorded.lock().unwrap_or_else(|e| e.into_inner());
+            append_line(path, &line).map_err(|e| known_hosts_error(e.to_string()))?;
+            recorded.push(format!(
+                "recorded the host key of {endpoint} ({fingerprint}) in {}",
+                path.display()
+            ));
+            Ok(())
         }
         CheckResult::NotFound => Err(SshError::UnknownHostKey {
             endpoint: endpoint.to_string(),
+            address: mgmt.address.clone(),
+            port: mgmt.port,
+            key: fingerprint,
+            kind: kind.to_string(),
             known_hosts: path.clone(),
         }),
         CheckResult::Failure => Err(known_hosts_error(
@@ -336,8 +368,33 @@ fn check_host_key(
     }
 }
 
-fn append_line(path: &Path, line: &str, lock: &Mutex<()>) -> io::Result<()> {
-    let _guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+/// The key's type as ssh-keyscan's `-t` takes it.
+fn key_kind(key_type: ssh2::HostKeyType) -> &'static str {
+    match key_type {
+        ssh2::HostKeyType::Rsa => "rsa",
+        ssh2::HostKeyType::Dss => "dsa",
+        ssh2::HostKeyType::Ed25519 => "ed25519",
+        ssh2::HostKeyType::Ecdsa256 | ssh2::HostKeyType::Ecdsa384 | ssh2::HostKeyType::Ecdsa521 => {
+            "ecdsa"
+        }
+        _ => "unknown",
+    }
+}
+
+/// `SHA256:…`, as `ssh-keygen -l` prints a key's fingerprint: base64 without padding
+/// of the SHA-256 of the key blob.
+fn fingerprint(key: &[u8]) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key);
+    format!(
+        "SHA256:{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
+    )
+}
+
+/// Appends a line; the caller holds the lock that serialises writers.
+fn append_line(path: &Path, line: &str) -> io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

@@ -270,6 +270,7 @@ pub fn push(
             problems.push(format!("cannot write to standard output: {e}"));
         }
     });
+    super::say_recorded(&options.ssh);
     let journal = journal.into_inner().unwrap_or_else(|e| e.into_inner());
     problems.extend(journal.failures().iter().cloned());
     let summary = Summary::of(results.iter().map(|r| &r.status));

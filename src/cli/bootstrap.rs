@@ -76,6 +76,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             host_line(args.json, bootstrap::render(result, check, diff), result);
         }
     });
+    super::say_recorded(&options.ssh);
     let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
     let what = if check {
         "bootstrap (check)"

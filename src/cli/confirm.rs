@@ -127,6 +127,7 @@ pub fn settle_all(
             }
         },
     );
+    super::say_recorded(&ssh);
     let summary = Summary::of(results.iter().map(|r| &r.status));
     if how.json {
         super::print_json(&serde_json::json!({"event": "summary", "summary": summary}))?;

@@ -54,12 +54,13 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let progress = !args.json && std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
+    let ssh = args.ssh.options();
     let results = fetch::fetch_all(
         &plan.switches,
         &targets,
         &args.out,
         usize::from(args.forks),
-        &args.ssh.options(),
+        &ssh,
         &mut |p| {
             if let Progress::Finished(_, r) = p {
                 if args.json {
@@ -86,6 +87,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             }
         },
     );
+    super::say_recorded(&ssh);
     if progress {
         eprintln!();
     }

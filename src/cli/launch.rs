@@ -69,6 +69,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             );
         }
     });
+    super::say_recorded(&options.ssh);
     for r in results
         .iter()
         .filter(|r| r.status != mltctl::outcome::Status::Changed)

@@ -126,7 +126,7 @@ impl SshArgs {
             accept_new_host_keys: self.accept_new_host_keys,
             connect_timeout: Duration::from_secs(self.connect_timeout),
             command_timeout: Duration::from_secs(self.command_timeout),
-            known_hosts_lock: Default::default(),
+            recorded: Default::default(),
         }
     }
 }
@@ -170,6 +170,13 @@ impl StateArgs {
 
     pub fn locks(&self, inventory: &std::path::Path) -> PathBuf {
         self.dir(inventory).join("locks")
+    }
+}
+
+/// Says on standard error which host keys a run recorded (--accept-new-host-keys).
+pub fn say_recorded(ssh: &SshOptions) {
+    for line in ssh.recorded() {
+        eprintln!("mltctl: {line}");
     }
 }
 

@@ -39,6 +39,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             }
         },
     );
+    super::say_recorded(&ssh);
     let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
     host_summary(args.json, "stop", &summary, started.elapsed().as_secs_f64())
 }

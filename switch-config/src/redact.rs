@@ -80,6 +80,14 @@ pub fn looks_secret(word: &str) -> bool {
     if word.contains("PRIVATE KEY") || word.contains("-----BEGIN") {
         return true;
     }
+    // A host key's fingerprint, as OpenSSH prints it, is public and is what an admin
+    // checks a new key by.
+    if let Some(digest) = word.strip_prefix("SHA256:")
+        && digest.len() == 43
+        && digest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+    {
+        return false;
+    }
     let hash_prefixes = [
         "$1$", "$2a$", "$2b$", "$2y$", "$5$", "$6$", "$y$", "$gy$", "$7$",
     ];
@@ -101,6 +109,14 @@ mod tests {
     use super::*;
 
     const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n-----END OPENSSH PRIVATE KEY-----";
+
+    #[test]
+    fn a_host_key_fingerprint_is_shown() {
+        let fingerprint = "SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s";
+        assert_eq!(clean(&format!("key ({fingerprint})")), format!("key ({fingerprint})"));
+        let longer = format!("{fingerprint}Q8m0W3pVt7Ll9aQkJcXyZr0Tt5aZ1");
+        assert!(clean(&longer).contains(REDACTED));
+    }
 
     #[test]
     fn keys_and_hashes_are_redacted() {

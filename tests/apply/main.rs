@@ -430,16 +430,49 @@ fn unknown_host_key() {
     std::fs::write(&fabric.known_hosts, "").unwrap();
     let out = fabric.apply(&[]);
     assert_exit(&out, 5);
+    // The fingerprint each switch's host key has, as OpenSSH prints it.
+    let fingerprints: BTreeMap<String, String> = fabric
+        .switches
+        .iter()
+        .map(|switch| {
+            let public = switch.device.dir.join("ssh_host_ed25519_key.pub");
+            let out = std::process::Command::new("ssh-keygen")
+                .arg("-lf")
+                .arg(&public)
+                .output()
+                .unwrap();
+            let line = String::from_utf8_lossy(&out.stdout).to_string();
+            let fingerprint = line.split_whitespace().nth(1).unwrap().to_string();
+            assert!(fingerprint.starts_with("SHA256:"), "{line}");
+            (switch.name.clone(), fingerprint)
+        })
+        .collect();
     for switch in &fabric.switches {
         let (status, rest) = status_of(&out, &switch.name);
         assert_eq!(status, "unreachable");
         assert!(rest.contains("is not in"), "{rest}");
+        assert!(
+            rest.contains(&format!("(ED25519 {})", fingerprints[&switch.name])),
+            "{rest}"
+        );
         assert!(rest.contains("--accept-new-host-keys"), "{rest}");
+        let keyscan = format!("`ssh-keyscan -p {} -t ed25519 127.0.0.1 >> ", switch.port);
+        assert!(rest.contains(&keyscan), "{rest}");
     }
     assert_eq!(fabric.states(), before);
 
     let out = fabric.apply(&["--accept-new-host-keys"]);
     assert_exit(&out, 0);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    for switch in &fabric.switches {
+        let line = format!(
+            "mltctl: recorded the host key of 127.0.0.1:{} (ED25519 {}) in {}",
+            switch.port,
+            fingerprints[&switch.name],
+            fabric.known_hosts.display()
+        );
+        assert!(said.contains(&line), "{said}");
+    }
     let recorded = std::fs::read_to_string(&fabric.known_hosts).unwrap();
     for switch in &fabric.switches {
         let entry = format!("[127.0.0.1]:{} ssh-ed25519 ", switch.port);

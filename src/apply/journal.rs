@@ -90,6 +90,10 @@ pub struct Entry {
     #[serde(default)]
     pub sent: Vec<String>,
     pub message: Option<String>,
+    /// Journals before the state directory recorded `--check` runs too; those changed
+    /// nothing and are not read as runs.
+    #[serde(default, skip_serializing)]
+    pub check: bool,
 }
 
 fn apply_kind() -> Kind {
@@ -226,6 +230,7 @@ impl Entry {
             owned_after: result.owned_after.clone(),
             sent: result.sent.clone(),
             message: note.or_else(|| result.message.clone()),
+            check: false,
         }
     }
 }
@@ -246,6 +251,7 @@ pub fn read(path: &Path) -> io::Result<(Vec<Entry>, usize)> {
     let mut skipped = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<Entry>(line) {
+            Ok(entry) if entry.check => {}
             Ok(entry) => entries.push(entry),
             Err(_) => skipped += 1,
         }
@@ -326,6 +332,7 @@ mod tests {
             owned_after: None,
             sent: Vec::new(),
             message: None,
+            check: false,
         }
     }
 
@@ -367,8 +374,19 @@ mod tests {
             .unwrap()
             .write_all(b"{\"time\": \"2026")
             .unwrap();
+        let mut checked = entry("r0", Kind::Apply, "a", "changed");
+        checked.check = true;
+        let mut old = serde_json::to_value(&checked).unwrap();
+        old["check"] = true.into();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(format!("\n{old}\n").as_bytes())
+            .unwrap();
         let (entries, skipped) = read(&path).unwrap();
         assert_eq!((entries.len(), skipped), (1, 1));
+        assert_eq!(entries[0].run, "r1");
         assert_eq!(read(&dir.join("absent")).unwrap().0.len(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -74,7 +74,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 "{name} waits for a confirm of the later run {}",
                 last.run
             )),
-            _ => match &in_run.owned_before {
+            // What the switch ran before the run: its own entries, not those of a
+            // confirm that settled it later.
+            _ => match entries
+                .iter()
+                .rev()
+                .find(|e| e.run == args.to && e.device == name && !e.kind.settles())
+                .and_then(|e| e.owned_before.as_ref())
+            {
                 Some(before) => {
                     restore.insert(name.to_string(), before.clone());
                     restore_targets.push(index);

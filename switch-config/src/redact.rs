@@ -84,7 +84,9 @@ pub fn looks_secret(word: &str) -> bool {
     // checks a new key by.
     if let Some(digest) = word.strip_prefix("SHA256:")
         && digest.len() == 43
-        && digest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+        && digest
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
     {
         return false;
     }
@@ -113,7 +115,10 @@ mod tests {
     #[test]
     fn a_host_key_fingerprint_is_shown() {
         let fingerprint = "SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s";
-        assert_eq!(clean(&format!("key ({fingerprint})")), format!("key ({fingerprint})"));
+        assert_eq!(
+            clean(&format!("key ({fingerprint})")),
+            format!("key ({fingerprint})")
+        );
         let longer = format!("{fingerprint}Q8m0W3pVt7Ll9aQkJcXyZr0Tt5aZ1");
         assert!(clean(&longer).contains(REDACTED));
     }

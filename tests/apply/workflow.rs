@@ -133,6 +133,24 @@ pub fn manual_confirm() {
             ("spine2".into(), "confirmed".into()),
         ]
     );
+    // A confirmed run rolls back to what the switch ran before it, not before the confirm.
+    let out = state_command(&fabric, "rollback", &["--to", &run, "--limit", "spine2"]);
+    assert_exit(&out, 0);
+    assert_eq!(status_of(&out, "spine2").0, "changed", "{}", text(&out));
+    let intent = &plan
+        .switches
+        .iter()
+        .find(|s| s.intent.name == "spine2")
+        .unwrap()
+        .intent;
+    let base = switch_config::owned(intent, &base_config("spine2")).unwrap();
+    let running = fabric.switch("spine2").device.running();
+    assert!(
+        switch_config::revert(intent, &base, &running)
+            .unwrap()
+            .changes
+            .is_empty()
+    );
     let out = state_command(&fabric, "confirm", &[]);
     assert_exit(&out, 0);
     assert!(

@@ -187,32 +187,10 @@ fn natural(a: &[Token], b: &[Token]) -> std::cmp::Ordering {
 
 /// `0-7,9,11-15`.
 fn token_text(token: &Token) -> String {
-    let Token::Numbers(numbers) = token else {
-        let Token::Text(text) = token else {
-            unreachable!()
-        };
-        return text.clone();
-    };
-    let mut out = String::new();
-    let mut i = 0;
-    while i < numbers.len() {
-        let start = numbers[i];
-        let mut end = start;
-        while i + 1 < numbers.len() && numbers[i + 1] == end + 1 {
-            i += 1;
-            end = numbers[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        match end - start {
-            0 => write!(out, "{start}"),
-            _ => write!(out, "{start}-{end}"),
-        }
-        .expect("writing to a String");
-        i += 1;
+    match token {
+        Token::Text(text) => text.clone(),
+        Token::Numbers(numbers) => crate::text::ranges(numbers).join(","),
     }
-    out
 }
 
 #[cfg(test)]

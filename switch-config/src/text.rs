@@ -222,8 +222,8 @@ pub fn number_list(text: &str, max: u32) -> Result<Vec<u32>, String> {
 }
 
 /// `values` as contiguous runs, written `a` or `a-b`.
-pub fn ranges(values: &[u8]) -> Vec<String> {
-    let mut sorted = values.to_vec();
+pub fn ranges<N: Copy + Ord + Into<u32>>(values: &[N]) -> Vec<String> {
+    let mut sorted: Vec<u32> = values.iter().map(|&v| v.into()).collect();
     sorted.sort_unstable();
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
@@ -363,7 +363,7 @@ mod tests {
         // Repeats cannot blow it up either.
         let repeated = vec!["0-63"; 1000].join(",");
         assert!(number_list(&repeated, MAX_DSCP).is_err());
-        assert_eq!(ranges(&[5, 0, 1, 2, 7, 8]), ["0-2", "5", "7-8"]);
+        assert_eq!(ranges(&[5u8, 0, 1, 2, 7, 8]), ["0-2", "5", "7-8"]);
     }
 
     #[test]

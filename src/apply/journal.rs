@@ -240,7 +240,9 @@ pub fn now() -> String {
 }
 
 /// Every entry of the journal at `path`, in the order written (none if it does not
-/// exist). A line that is not an entry — cut short by a crash — is skipped and counted.
+/// exist). A line that is not an entry — cut short by a crash, or edited into a run id
+/// that is not a name (the id names sessions, checkpoints and timers on switches) — is
+/// skipped and counted.
 pub fn read(path: &Path) -> io::Result<(Vec<Entry>, usize)> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
@@ -252,8 +254,10 @@ pub fn read(path: &Path) -> io::Result<(Vec<Entry>, usize)> {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<Entry>(line) {
             Ok(entry) if entry.check => {}
-            Ok(entry) => entries.push(entry),
-            Err(_) => skipped += 1,
+            Ok(entry) if switch_config::names::check_name(&entry.run).is_ok() => {
+                entries.push(entry)
+            }
+            _ => skipped += 1,
         }
     }
     Ok((entries, skipped))
@@ -360,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn a_line_cut_short_is_skipped_and_counted() {
+    fn a_line_cut_short_or_a_forged_run_id_is_skipped_and_counted() {
         let dir = std::env::temp_dir().join(format!("mltctl-journal-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("journal.jsonl");
@@ -374,6 +378,18 @@ mod tests {
             .unwrap()
             .write_all(b"{\"time\": \"2026")
             .unwrap();
+        let forged = entry(
+            "r1\nconfigure\nno ip routing",
+            Kind::Apply,
+            "a",
+            "unconfirmed",
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(format!("\n{}\n", serde_json::to_string(&forged).unwrap()).as_bytes())
+            .unwrap();
         let mut checked = entry("r0", Kind::Apply, "a", "changed");
         checked.check = true;
         let mut old = serde_json::to_value(&checked).unwrap();
@@ -385,7 +401,7 @@ mod tests {
             .write_all(format!("\n{old}\n").as_bytes())
             .unwrap();
         let (entries, skipped) = read(&path).unwrap();
-        assert_eq!((entries.len(), skipped), (1, 1));
+        assert_eq!((entries.len(), skipped), (1, 2));
         assert_eq!(entries[0].run, "r1");
         assert_eq!(read(&dir.join("absent")).unwrap().0.len(), 0);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -443,7 +443,10 @@ impl Change<'_> {
         let diff = self
             .wanted(&before)
             .map_err(|e| Failure::Read(Cause::Plan(e)))?;
-        result.owned_before = switch_config::owned(self.intent(), &before).ok();
+        // For the journal, which a check run does not write.
+        if !self.options.check {
+            result.owned_before = switch_config::owned(self.intent(), &before).ok();
+        }
         self.before = before;
         result.changes = diff.changes;
         result.commands = diff.commands;

@@ -42,7 +42,6 @@ fn main() -> ExitCode {
         Err(Failure::Differs) => ExitCode::from(6),
         Err(Failure::SwitchesFailed) => ExitCode::from(4),
         Err(Failure::SwitchesUnreachable) => ExitCode::from(5),
-        Err(Failure::Step(code)) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(Failure::Interrupted) => ExitCode::from(mltctl::interrupt::EXIT_CODE),
         Err(Failure::Usage(message)) => {
             eprintln!("mltctl: {message}");

@@ -127,10 +127,16 @@ pub fn parse(file: &std::path::Path, text: &str) -> Result<Vec<Step>, PlaybookEr
                     None => Vec::new(),
                     Some(Node::Sequence(seq)) => seq
                         .iter()
-                        .map(|a| {
-                            a.as_scalar()
-                                .map(|s| s.as_str().to_string())
-                                .ok_or_else(|| error(Some(a), "`args` holds plain words".into()))
+                        .map(|a| match a.as_scalar().map(|s| s.as_str()) {
+                            None => Err(error(Some(a), "`args` holds plain words".into())),
+                            Some(word) if names_inventory(word) => Err(error(
+                                Some(a),
+                                format!(
+                                    "`{word}`: every step works on the play's inventory \
+                                     (give it to `mltctl play -i`)"
+                                ),
+                            )),
+                            Some(word) => Ok(word.to_string()),
                         })
                         .collect::<Result<_, _>>()?,
                     Some(other) => {
@@ -159,15 +165,26 @@ pub fn parse(file: &std::path::Path, text: &str) -> Result<Vec<Step>, PlaybookEr
     Ok(out)
 }
 
+/// Whether a step argument would point the step at another inventory.
+fn names_inventory(word: &str) -> bool {
+    word == "--inventory" || word.starts_with("--inventory=") || word.starts_with("-i")
+}
+
 /// A playbook run's settings, passed to every step that takes them.
+#[derive(Default)]
 pub struct Run {
-    pub playbook: PathBuf,
     pub inventory: PathBuf,
     pub check: bool,
     pub diff: bool,
+    pub json: bool,
     pub limit: Vec<String>,
-    pub known_hosts: Option<PathBuf>,
-    pub remote_dir: Option<String>,
+    /// Arguments for every step that contacts switches or hosts (SSH, --forks).
+    pub reach: Vec<String>,
+    /// Arguments for the switch steps (diff, apply): the state directory, the confirm
+    /// timeout.
+    pub switches: Vec<String>,
+    /// Arguments for the host steps (bootstrap, launch, stop).
+    pub hosts: Vec<String>,
 }
 
 /// What a step will do: run these arguments, or be skipped for this reason.
@@ -210,14 +227,20 @@ pub fn command(step: &Step, run: &Run, plan: &Plan) -> Result<StepPlan, String> 
         "--inventory".into(),
         run.inventory.display().to_string(),
     ];
+    if run.json {
+        args.push("--json".into());
+    }
     if switches || hosts {
         for limit in &run.limit {
             args.push(format!("--limit={limit}"));
         }
-        if let Some(known_hosts) = &run.known_hosts {
-            args.push("--known-hosts".into());
-            args.push(known_hosts.display().to_string());
-        }
+        args.extend(run.reach.iter().cloned());
+    }
+    if switches {
+        args.extend(run.switches.iter().cloned());
+    }
+    if hosts {
+        args.extend(run.hosts.iter().cloned());
     }
     if step.kind == StepKind::Diff
         || (run.check && matches!(step.kind, StepKind::Apply | StepKind::Bootstrap))
@@ -228,10 +251,6 @@ pub fn command(step: &Step, run: &Run, plan: &Plan) -> Result<StepPlan, String> 
         || (run.diff && matches!(step.kind, StepKind::Apply | StepKind::Bootstrap))
     {
         args.push("--diff".into());
-    }
-    if let (true, Some(dir)) = (hosts, &run.remote_dir) {
-        args.push("--remote-dir".into());
-        args.push(dir.clone());
     }
     args.extend(step.args.iter().cloned());
     Ok(StepPlan::Command(args))
@@ -263,6 +282,16 @@ mod tests {
                 .starts_with("site.yml:3:5: unknown key `argz`"),
             "{e}"
         );
+        let e = parse(
+            file,
+            "steps:\n  - step: apply\n    args: [-i, other.yaml]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("site.yml:3:12: `-i`: every step works on the play's inventory"),
+            "{e}"
+        );
         assert!(parse(file, "stepz: []\n").is_err());
         assert!(parse(file, "steps: []\n").is_err());
     }
@@ -276,13 +305,9 @@ mod tests {
             args: vec![],
         };
         let run = |limit: &[&str]| Run {
-            playbook: "site.yml".into(),
             inventory: "lab.yaml".into(),
-            check: false,
-            diff: false,
             limit: limit.iter().map(|l| l.to_string()).collect(),
-            known_hosts: None,
-            remote_dir: None,
+            ..Run::default()
         };
         for limit in [&[][..], &["hosts"], &["rack:r1", "rack:r2"]] {
             match command(&launch, &run(limit), &plan).unwrap() {
@@ -299,5 +324,42 @@ mod tests {
                 "{limit:?}"
             );
         }
+    }
+
+    #[test]
+    fn each_kind_of_step_gets_the_options_it_takes() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/inventory/lab.yaml");
+        let plan = Plan::build(&crate::inventory::load(std::path::Path::new(path)).unwrap());
+        let run = Run {
+            inventory: "lab.yaml".into(),
+            json: true,
+            reach: vec!["--forks".into(), "4".into()],
+            switches: vec!["--confirm-timeout".into(), "90".into()],
+            hosts: vec!["--remote-dir".into(), "/srv".into()],
+            ..Run::default()
+        };
+        let words = |kind| match command(
+            &Step {
+                kind,
+                args: vec!["--x".into()],
+            },
+            &run,
+            &plan,
+        ) {
+            Ok(StepPlan::Command(args)) => args.join(" "),
+            _ => panic!("{kind:?} is skipped"),
+        };
+        assert_eq!(
+            words(StepKind::Validate),
+            "validate --inventory lab.yaml --json --x"
+        );
+        assert_eq!(
+            words(StepKind::Diff),
+            "apply --inventory lab.yaml --json --forks 4 --confirm-timeout 90 --check --diff --x"
+        );
+        assert_eq!(
+            words(StepKind::Bootstrap),
+            "bootstrap --inventory lab.yaml --json --forks 4 --remote-dir /srv --x"
+        );
     }
 }

@@ -12,7 +12,9 @@ use mltctl::apply::{self, ApplyOptions, BatchSize, Confirm, Rolling};
 use mltctl::plan::Plan;
 use mltctl::select::Selection;
 
-use super::{Failure, InventoryArg, SshArgs, StateArgs, load, planned};
+use mltctl::outcome::Status;
+
+use super::{Failure, InventoryArg, Ran, SshArgs, StateArgs, load, planned};
 
 /// Push the plan to the switches over SSH: only what differs, verified, then kept.
 ///
@@ -122,11 +124,21 @@ fn parse_serial(text: &str) -> Result<Serial, String> {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
+    let plan = planned(&load(&args.inventory.inventory)?)?;
+    run_planned(args, &plan).result
+}
+
+/// `apply` with the plan of its inventory already built.
+pub fn run_planned(args: Args, plan: &Plan) -> Ran {
     let path = &args.inventory.inventory;
-    let plan = planned(&load(path)?)?;
-    let targets = selected(&plan, &args.push.limit)?;
-    if !args.check {
-        refuse_unconfirmed(&plan, &targets, &args.push.state.journal(path))?;
+    let targets = match selected(plan, &args.push.limit) {
+        Ok(targets) => targets,
+        Err(failure) => return failure.into(),
+    };
+    if !args.check
+        && let Err(failure) = refuse_unconfirmed(plan, &targets, &args.push.state.journal(path))
+    {
+        return failure.into();
     }
     let confirm = match args.confirm {
         ConfirmArg::Auto => Confirm::Auto,
@@ -137,8 +149,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
         kind: Kind::Apply,
         of: None,
     };
-    let summary = push(
-        &plan,
+    let (devices, pushed) = push(
+        plan,
         &targets,
         &args.push,
         path,
@@ -148,11 +160,13 @@ pub fn run(args: Args) -> Result<(), Failure> {
             confirm,
             restore: BTreeMap::new(),
         },
-    )?;
-    if args.exit_code && summary.changed > 0 {
-        return Err(Failure::Differs);
-    }
-    Ok(())
+    );
+    let result = match pushed {
+        Ok(summary) if args.exit_code && summary.changed > 0 => Err(Failure::Differs),
+        Ok(_) => Ok(()),
+        Err(failure) => Err(failure),
+    };
+    Ran { devices, result }
 }
 
 /// The switches `--limit` selects (all without one), in plan order.
@@ -207,15 +221,30 @@ pub struct Push {
     pub restore: BTreeMap<String, String>,
 }
 
-/// Runs the change on `targets`, reporting as it goes; the summary, or the failure the
-/// exit code should say.
+/// Runs the change on `targets`, reporting as it goes; how each switch ended, and the
+/// summary or the failure the exit code should say.
 pub fn push(
     plan: &Plan,
     targets: &[usize],
     args: &PushArgs,
     inventory: &Path,
     how: Push,
-) -> Result<Summary, Failure> {
+) -> (Vec<(String, Status)>, Result<Summary, Failure>) {
+    match push_reported(plan, targets, args, inventory, how) {
+        Ok((devices, result)) => (devices, result),
+        Err(failure) => (Vec::new(), Err(failure)),
+    }
+}
+
+type Pushed = (Vec<(String, Status)>, Result<Summary, Failure>);
+
+fn push_reported(
+    plan: &Plan,
+    targets: &[usize],
+    args: &PushArgs,
+    inventory: &Path,
+    how: Push,
+) -> Result<Pushed, Failure> {
     let unrenderable: Vec<String> = targets
         .iter()
         .filter_map(|&i| switch_config::render(&plan.switches[i].intent).err())
@@ -288,17 +317,20 @@ pub fn push(
             (unconfirmed > 0).then_some((unconfirmed, run_id.as_str())),
         )
         .context("cannot write to standard output")?;
-    if let Some(problem) = problems.first() {
-        return Err(anyhow::anyhow!("{problem}").into());
-    }
-    if summary.interrupted > 0 {
-        return Err(Failure::Interrupted);
-    }
-    if summary.failed > 0 || summary.skipped > 0 {
+    let devices = results
+        .iter()
+        .map(|r| (r.device.clone(), r.status))
+        .collect();
+    let result = if let Some(problem) = problems.first() {
+        Err(anyhow::anyhow!("{problem}").into())
+    } else if summary.interrupted > 0 {
+        Err(Failure::Interrupted)
+    } else if summary.failed > 0 || summary.skipped > 0 {
         Err(Failure::SwitchesFailed)
     } else if summary.unreachable > 0 {
         Err(Failure::SwitchesUnreachable)
     } else {
         Ok(summary)
-    }
+    };
+    Ok((devices, result))
 }

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use mltctl::hosts;
 
-use super::hosts::{HostArgs, host_line, host_summary, host_targets};
-use super::{DatapathArg, Failure};
+use mltctl::plan::Plan;
+
+use super::hosts::{HostArgs, host_line, host_plan, host_summary, host_targets};
+use super::{DatapathArg, Failure, Ran};
 
 /// The largest endhost binary bootstrap uploads (a debug build is about 80 MB).
 const MAX_BINARY_BYTES: u64 = 1 << 30;
@@ -41,6 +43,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
+    let plan = host_plan(&args.hosts)?;
+    run_planned(args, &plan).result
+}
+
+/// `bootstrap` with the plan of its inventory already built.
+pub fn run_planned(args: Args, plan: &Plan) -> Ran {
+    bootstrap(args, plan).unwrap_or_else(Ran::from)
+}
+
+fn bootstrap(args: Args, plan: &Plan) -> Result<Ran, Failure> {
     let Args {
         hosts: args,
         check,
@@ -50,7 +62,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     } = args;
     let args = &args;
     use mltctl::hosts::bootstrap::{self, Binary};
-    let (plan, targets) = host_targets(args)?;
+    let targets = host_targets(args, plan)?;
     let binary_path = match endhost {
         Some(path) => path,
         None => std::env::current_exe()
@@ -67,11 +79,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
         check,
         forks: usize::from(args.forks),
         ssh: args.ssh.options(),
-        remote: hosts::Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?,
+        remote: hosts::Remote::new(&args.remote_dir, plan).map_err(Failure::Usage)?,
         datapath: datapath.map_or(plan.job.datapath.kind, Into::into),
     };
     let started = std::time::Instant::now();
-    let results = bootstrap::run_all(&plan, &targets, &Binary::new(bytes), &options, &mut |p| {
+    let results = bootstrap::run_all(plan, &targets, &Binary::new(bytes), &options, &mut |p| {
         if let mltctl::parallel::Progress::Finished(_, result) = p {
             host_line(args.json, bootstrap::render(result, check, diff), result);
         }
@@ -83,5 +95,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
     } else {
         "bootstrap"
     };
-    host_summary(args.json, what, &summary, started.elapsed().as_secs_f64())
+    Ok(Ran {
+        devices: results.iter().map(|r| (r.host.clone(), r.status)).collect(),
+        result: host_summary(args.json, what, &summary, started.elapsed().as_secs_f64()),
+    })
 }

@@ -23,38 +23,48 @@ pub struct HostArgs {
     /// Directory on every host for the endhost binary and the host's files.
     #[arg(long, value_name = "DIR", default_value = "/var/lib/mltctl")]
     pub remote_dir: String,
-    /// Print one JSON object per line: {"event":"host"|"summary", ...}.
+    /// Print one JSON object per line: {"event":"host"|"summary", ...}; launch adds
+    /// {"event":"launched", ...} with what it prints without --json.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub ssh: SshArgs,
 }
 
-/// The plan and the hosts a host command works on.
-pub fn host_targets(args: &HostArgs) -> Result<(Plan, Vec<usize>), Failure> {
-    let plan = planned(&load(&args.inventory.inventory)?)?;
+/// The plan of a host command's inventory.
+pub fn host_plan(args: &HostArgs) -> Result<Plan, Failure> {
+    planned(&load(&args.inventory.inventory)?)
+}
+
+/// The hosts a host command works on.
+pub fn host_targets(args: &HostArgs, plan: &Plan) -> Result<Vec<usize>, Failure> {
     let selected = Selection::parse(&args.limit)
-        .and_then(|s| s.select(&plan))
+        .and_then(|s| s.select(plan))
         .map_err(|e| Failure::Usage(e.to_string()))?;
     if selected.hosts.is_empty() {
         return Err(Failure::Usage("--limit selects no host".into()));
     }
-    Ok((plan, selected.hosts))
+    Ok(selected.hosts)
 }
 
 /// Prints one host's line as it finishes (JSON Lines with --json), to standard output.
 pub fn host_line(json: bool, text: String, value: &impl Serialize) {
     if json {
-        let mut line = serde_json::json!({ "event": "host" });
-        if let (Some(map), Ok(serde_json::Value::Object(fields))) =
-            (line.as_object_mut(), serde_json::to_value(value))
-        {
-            map.extend(fields);
-        }
-        println!("{line}");
+        println!("{}", event_line("host", value));
     } else {
         print!("{text}");
     }
+}
+
+/// One JSON Lines event: `{"event": EVENT}` and `value`'s fields.
+pub fn event_line(event: &str, value: &impl Serialize) -> serde_json::Value {
+    let mut line = serde_json::json!({ "event": event });
+    if let (Some(map), Ok(serde_json::Value::Object(fields))) =
+        (line.as_object_mut(), serde_json::to_value(value))
+    {
+        map.extend(fields);
+    }
+    line
 }
 
 pub fn host_summary(

@@ -4,8 +4,12 @@ use std::time::Duration;
 
 use mltctl::hosts;
 
-use super::hosts::{HostArgs, host_targets, hosts_outcome};
-use super::{DatapathArg, Failure, print_json};
+use mltctl::plan::Plan;
+
+use super::hosts::{
+    HostArgs, event_line, host_line, host_plan, host_summary, host_targets, hosts_outcome,
+};
+use super::{DatapathArg, Failure, Ran, print_json};
 
 /// Start the transport on every host and print what a training launcher needs.
 ///
@@ -33,6 +37,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
+    let plan = host_plan(&args.hosts)?;
+    run_planned(args, &plan).result
+}
+
+/// `launch` with the plan of its inventory already built.
+pub fn run_planned(args: Args, plan: &Plan) -> Ran {
+    launch(args, plan).unwrap_or_else(Ran::from)
+}
+
+fn launch(args: Args, plan: &Plan) -> Result<Ran, Failure> {
     let Args {
         hosts: args,
         datapath,
@@ -40,7 +54,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     } = args;
     let args = &args;
     use mltctl::hosts::launch;
-    let (plan, targets) = host_targets(args)?;
+    let targets = host_targets(args, plan)?;
     if targets.len() < plan.hosts.len() {
         let left_out: Vec<&str> = (0..plan.hosts.len())
             .filter(|rank| !targets.contains(rank))
@@ -56,13 +70,13 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let options = launch::Options {
         forks: usize::from(args.forks),
         ssh: args.ssh.options(),
-        remote: hosts::Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?,
+        remote: hosts::Remote::new(&args.remote_dir, plan).map_err(Failure::Usage)?,
         datapath: datapath.map_or(plan.job.datapath.kind, Into::into),
         ready_timeout: Duration::from_secs(ready_timeout),
     };
     let started = std::time::Instant::now();
-    let (results, launched) = launch::launch(&plan, &targets, &options, &mut |p| {
-        if let mltctl::parallel::Progress::Finished(_, r) = p {
+    let (results, launched) = launch::launch(plan, &targets, &options, &mut |p| {
+        if let (false, mltctl::parallel::Progress::Finished(_, r)) = (args.json, p) {
             eprint!(
                 "{}",
                 hosts::status_line(&r.host, &r.endpoint, r.status, "started")
@@ -70,23 +84,36 @@ pub fn run(args: Args) -> Result<(), Failure> {
         }
     });
     super::say_recorded(&options.ssh);
-    for r in results
-        .iter()
-        .filter(|r| r.status != mltctl::outcome::Status::Changed)
-    {
-        let message = r.message.as_deref().unwrap_or("");
-        eprint!(
-            "{}",
-            hosts::status_line(&r.host, &r.endpoint, r.status, message)
-        );
-    }
     let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
-    eprint!(
-        "{}",
-        hosts::summary_line("launch", &summary, started.elapsed().as_secs_f64())
-    );
-    if let Some(launched) = launched {
-        print_json(&launched)?;
-    }
-    hosts_outcome(&summary)
+    let seconds = started.elapsed().as_secs_f64();
+    let result = if args.json {
+        for r in &results {
+            host_line(true, String::new(), r);
+        }
+        let result = host_summary(true, "launch", &summary, seconds);
+        if let Some(launched) = &launched {
+            println!("{}", event_line("launched", launched));
+        }
+        result
+    } else {
+        for r in results
+            .iter()
+            .filter(|r| r.status != mltctl::outcome::Status::Changed)
+        {
+            let message = r.message.as_deref().unwrap_or("");
+            eprint!(
+                "{}",
+                hosts::status_line(&r.host, &r.endpoint, r.status, message)
+            );
+        }
+        eprint!("{}", hosts::summary_line("launch", &summary, seconds));
+        if let Some(launched) = &launched {
+            print_json(launched)?;
+        }
+        hosts_outcome(&summary)
+    };
+    Ok(Ran {
+        devices: results.iter().map(|r| (r.host.clone(), r.status)).collect(),
+        result,
+    })
 }

@@ -27,6 +27,7 @@ use std::time::Duration;
 use anyhow::Context;
 use mltctl::diag::Diagnostics;
 use mltctl::inventory::{self, Inventory, LoadError};
+use mltctl::outcome::Status;
 use mltctl::plan::Plan;
 use mltctl::ssh::{self, SshOptions};
 use serde::Serialize;
@@ -51,7 +52,8 @@ Exit codes:
      switch in progress had its staged change discarded or its commit rolled back
      (each line and the journal say which); a second signal ends mltctl at once and
      switches with a revert timer undo an unconfirmed commit by themselves
-  (play) the exit code of the step that failed";
+  (play) the exit code of the step that failed; with --check, 5 when a step found
+     unreachable switches or hosts (the play went on)";
 
 /// Deploy an ML-aware network transport from one inventory file.
 ///
@@ -109,14 +111,35 @@ pub struct SshArgs {
     #[arg(long)]
     pub accept_new_host_keys: bool,
     /// Seconds to wait for a device to accept the TCP connection.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = CONNECT_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..))]
     pub connect_timeout: u64,
     /// Seconds any one command on a device may take.
-    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = COMMAND_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..))]
     pub command_timeout: u64,
 }
 
+const CONNECT_TIMEOUT: u64 = 10;
+const COMMAND_TIMEOUT: u64 = 120;
+
 impl SshArgs {
+    /// These options as command-line arguments (defaults left out).
+    pub fn as_arguments(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(file) = &self.known_hosts {
+            args.extend(["--known-hosts".to_string(), file.display().to_string()]);
+        }
+        if self.accept_new_host_keys {
+            args.push("--accept-new-host-keys".into());
+        }
+        if self.connect_timeout != CONNECT_TIMEOUT {
+            args.extend(["--connect-timeout".into(), self.connect_timeout.to_string()]);
+        }
+        if self.command_timeout != COMMAND_TIMEOUT {
+            args.extend(["--command-timeout".into(), self.command_timeout.to_string()]);
+        }
+        args
+    }
+
     fn options(&self) -> SshOptions {
         SshOptions {
             known_hosts: self
@@ -145,6 +168,18 @@ pub struct StateArgs {
 }
 
 impl StateArgs {
+    /// These options as command-line arguments.
+    pub fn as_arguments(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(dir) = &self.state_dir {
+            args.extend(["--state-dir".to_string(), dir.display().to_string()]);
+        }
+        if let Some(file) = &self.journal {
+            args.extend(["--journal".to_string(), file.display().to_string()]);
+        }
+        args
+    }
+
     fn dir(&self, inventory: &std::path::Path) -> PathBuf {
         if let Some(dir) = &self.state_dir {
             return dir.clone();
@@ -195,6 +230,23 @@ impl From<DatapathArg> for endhost_core::config::DatapathKind {
     }
 }
 
+/// How each switch or host ended a command, and how the command ended: what a
+/// playbook step adds to the play's recap.
+pub struct Ran {
+    pub devices: Vec<(String, Status)>,
+    pub result: Result<(), Failure>,
+}
+
+impl From<Failure> for Ran {
+    /// A command that stopped before it reached any device.
+    fn from(failure: Failure) -> Ran {
+        Ran {
+            devices: Vec::new(),
+            result: Err(failure),
+        }
+    }
+}
+
 /// A run that ended with a known outcome other than success.
 pub enum Failure {
     Invalid(Diagnostics),
@@ -207,8 +259,6 @@ pub enum Failure {
     SwitchesUnreachable,
     /// A command-line value is wrong in a way clap cannot see.
     Usage(String),
-    /// A playbook step failed with this exit code (already reported).
-    Step(i32),
     /// A signal stopped the run (already reported).
     Interrupted,
     Error(anyhow::Error),
@@ -242,10 +292,14 @@ pub fn planned(inv: &Inventory) -> Result<Plan, Failure> {
 }
 
 pub fn loaded(result: Result<Inventory, LoadError>) -> Result<Inventory, Failure> {
-    result.map_err(|e| match e {
+    result.map_err(load_failure)
+}
+
+pub fn load_failure(e: LoadError) -> Failure {
+    match e {
         LoadError::Invalid(problems) => Failure::Invalid(problems),
         io => Failure::Error(io.into()),
-    })
+    }
 }
 
 pub fn layer_names(inv: &Inventory) -> Vec<String> {

@@ -1,22 +1,34 @@
-//! `mltctl play`: a playbook's steps in order, stopping at the first that fails.
+//! `mltctl play`: a playbook's steps in order, on the plan built once, with a recap.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use mltctl::playbook::{self, StepPlan};
+use clap::{CommandFactory, FromArgMatches};
+use mltctl::outcome::{Status, Summary};
+use mltctl::plan::Plan;
+use mltctl::playbook::{self, Step, StepPlan};
+use serde::Serialize;
 
-use super::{Failure, InventoryArg, load, planned};
+use super::hosts::event_line;
+use super::{Cli, Command, Failure, InventoryArg, Ran, SshArgs, StateArgs};
 
 /// The largest playbook read.
 const MAX_PLAYBOOK_BYTES: u64 = 1 << 20;
 
-/// Run a playbook: its steps in order, stopping at the first that fails.
+/// Run a playbook: its steps in order, stopping at the first that fails, then a recap.
 ///
 /// A playbook (playbooks/site.yml) lists steps: validate, diff (the switches'
-/// differences: `apply --check --diff`), apply, bootstrap, launch, stop. --check,
-/// --diff and --limit are passed to every step that takes them; with --check,
-/// apply and bootstrap only report and launch is skipped. A step whose --limit
-/// selects nothing of its kind (no switch, no host) is skipped.
+/// differences: `apply --check --diff`), apply, bootstrap, launch, stop. The inventory
+/// is read and planned once; every step works on that plan, in this process. --check,
+/// --diff, --limit, --json, --forks and the SSH options are passed to every step that
+/// takes them, the state options and --confirm-timeout to diff and apply, --remote-dir
+/// to the host steps; a step's own `args` in the playbook come last and win. With
+/// --check, apply and bootstrap only report, launch and stop are skipped, and a step
+/// with unreachable switches or hosts does not stop the play, so every step's check is
+/// seen. A step whose --limit selects nothing of its kind (no switch, no host) is
+/// skipped. The PLAY RECAP counts, per switch and host, the steps that ended ok
+/// (nothing to change), changed (with --check: would change), unreachable, failed and
+/// skipped.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -33,65 +45,295 @@ pub struct Args {
     /// Only these switches and hosts: names or glob patterns, repeatable.
     #[arg(long, value_name = "PATTERN")]
     pub limit: Vec<String>,
-    /// Passed to the steps that use SSH.
-    #[arg(long, value_name = "FILE")]
-    pub known_hosts: Option<PathBuf>,
-    /// Passed to the host steps.
+    /// Switches or hosts each step handles at once [default: each step's own].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub forks: Option<u16>,
+    /// JSON Lines on standard output: {"event":"step"} as each step starts (or is
+    /// skipped), the step's own events, and {"event":"recap"} at the end.
+    #[arg(long)]
+    pub json: bool,
+    /// (diff, apply) Seconds a committed change may stay unconfirmed before the switch
+    /// reverts it [default: apply's].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub confirm_timeout: Option<u64>,
+    /// (host steps) Directory on every host for the endhost binary and the host's files
+    /// [default: the host commands'].
     #[arg(long, value_name = "DIR")]
     pub remote_dir: Option<String>,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let run = &playbook::Run {
-        playbook: args.playbook,
-        inventory: args.inventory.inventory,
-        check: args.check,
-        diff: args.diff,
-        limit: args.limit,
-        known_hosts: args.known_hosts,
-        remote_dir: args.remote_dir,
-    };
-    let text = endhost::input::read_text(&run.playbook, MAX_PLAYBOOK_BYTES)
-        .with_context(|| format!("cannot read {}", run.playbook.display()))?;
-    let steps = playbook::parse(&run.playbook, &text).map_err(|e| Failure::Usage(e.to_string()))?;
-    let plan = planned(&load(&run.inventory)?)?;
-    // Every step's command is known before the first runs: a bad --limit stops the run
-    // before anything is touched.
+    let path = &args.inventory.inventory;
+    let text = endhost::input::read_text(&args.playbook, MAX_PLAYBOOK_BYTES)
+        .with_context(|| format!("cannot read {}", args.playbook.display()))?;
+    let steps =
+        playbook::parse(&args.playbook, &text).map_err(|e| Failure::Usage(e.to_string()))?;
+    let (inv, plan) =
+        super::validate::checked(path).map_err(|e| super::validate::refused(e, args.json))?;
+    let run = passed(&args);
+    // Every step's command is known and parsed before the first runs: a bad --limit or a
+    // bad step argument stops the play before anything is touched.
     let commands = steps
         .iter()
-        .map(|step| playbook::command(step, run, &plan))
+        .enumerate()
+        .map(|(n, step)| prepared(n, step, &run, &plan))
         .collect::<Result<Vec<_>, _>>()
         .map_err(Failure::Usage)?;
-    let exe = std::env::current_exe().context("cannot find mltctl's own path")?;
+    let mut recap = Recap::default();
     let total = steps.len();
-    for (n, (step, command)) in steps.iter().zip(commands).enumerate() {
+    let mut unreachable_seen = false;
+    for (n, (step, prepared)) in steps.iter().zip(commands).enumerate() {
         let name = step.kind.name();
-        let args = match command {
-            StepPlan::Skip(why) => {
-                eprintln!("== step {}/{total} {name}: skipped ({why})", n + 1);
+        let (words, command) = match prepared {
+            Prepared::Skip(why) => {
+                announce(args.json, n, total, name, None, Some(why))?;
+                recap.skipped_steps += 1;
                 continue;
             }
-            StepPlan::Command(args) => args,
+            Prepared::Run(words, command) => (words, *command),
         };
-        eprintln!(
-            "== step {}/{total} {name}: mltctl {}",
-            n + 1,
-            args.join(" ")
-        );
-        let status = std::process::Command::new(&exe)
-            .args(&args)
-            .status()
-            .with_context(|| format!("cannot run step {name}"))?;
-        if !status.success() {
-            let code = status.code().unwrap_or(1);
-            eprintln!(
-                "== step {}/{total} {name} failed (exit {code}); the remaining {} step(s) did not run",
-                n + 1,
-                total - n - 1
-            );
-            return Err(Failure::Step(code));
+        announce(args.json, n, total, name, Some(&words), None)?;
+        let ran = match command {
+            Command::Validate(_) => Ran {
+                devices: Vec::new(),
+                result: say_valid(path, &inv, args.json),
+            },
+            Command::Apply(a) => super::apply::run_planned(a, &plan),
+            Command::Bootstrap(a) => super::bootstrap::run_planned(a, &plan),
+            Command::Launch(a) => super::launch::run_planned(a, &plan),
+            Command::Stop(a) => super::stop::run_planned(a, &plan),
+            _ => Failure::Usage(format!("a playbook cannot run `{}`", words[0])).into(),
+        };
+        recap.add(&ran.devices);
+        recap.ran_steps += 1;
+        match ran.result {
+            Ok(()) => {}
+            // A dry run goes on, so that every step's check is seen.
+            Err(Failure::SwitchesUnreachable) if args.check => unreachable_seen = true,
+            Err(failure) => {
+                if !args.json {
+                    eprintln!(
+                        "== step {}/{total} {name} failed; the remaining {} step(s) did not run",
+                        n + 1,
+                        total - n - 1
+                    );
+                }
+                recap.failed_step = Some(name);
+                recap.print(args.json)?;
+                return Err(failure);
+            }
         }
     }
-    eprintln!("== all {total} steps succeeded");
+    recap.print(args.json)?;
+    if unreachable_seen {
+        Err(Failure::SwitchesUnreachable)
+    } else {
+        Ok(())
+    }
+}
+
+/// The play's options as the arguments each kind of step takes.
+fn passed(args: &Args) -> playbook::Run {
+    let mut reach = Vec::new();
+    if let Some(forks) = args.forks {
+        reach.extend(["--forks".to_string(), forks.to_string()]);
+    }
+    reach.extend(args.ssh.as_arguments());
+    let mut switches = args.state.as_arguments();
+    if let Some(secs) = args.confirm_timeout {
+        switches.extend(["--confirm-timeout".to_string(), secs.to_string()]);
+    }
+    let hosts = match &args.remote_dir {
+        Some(dir) => vec!["--remote-dir".to_string(), dir.clone()],
+        None => Vec::new(),
+    };
+    playbook::Run {
+        inventory: args.inventory.inventory.clone(),
+        check: args.check,
+        diff: args.diff,
+        json: args.json,
+        limit: args.limit.clone(),
+        reach,
+        switches,
+        hosts,
+    }
+}
+
+/// A step ready to run: its command line and the command parsed from it.
+enum Prepared {
+    Run(Vec<String>, Box<Command>),
+    Skip(&'static str),
+}
+
+fn prepared(n: usize, step: &Step, run: &playbook::Run, plan: &Plan) -> Result<Prepared, String> {
+    let words = match playbook::command(step, run, plan)? {
+        StepPlan::Skip(why) => return Ok(Prepared::Skip(why)),
+        StepPlan::Command(words) => words,
+    };
+    // A step's own arguments come last and override the play's.
+    let matches = Cli::command()
+        .args_override_self(true)
+        .mut_subcommand(&words[0], |c| c.args_override_self(true))
+        .try_get_matches_from(std::iter::once("mltctl").chain(words.iter().map(String::as_str)))
+        .map_err(|e| {
+            format!(
+                "step {} ({}): {}",
+                n + 1,
+                step.kind.name(),
+                e.render().to_string().trim_end()
+            )
+        })?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+    Ok(Prepared::Run(words, Box::new(cli.command)))
+}
+
+/// Says which step starts (with its command line) or is skipped (and why).
+fn announce(
+    json: bool,
+    n: usize,
+    total: usize,
+    name: &str,
+    words: Option<&[String]>,
+    skipped: Option<&str>,
+) -> anyhow::Result<()> {
+    if json {
+        #[derive(Serialize)]
+        struct Announced<'a> {
+            step: &'a str,
+            number: usize,
+            of: usize,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            command: Option<Vec<&'a str>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            skipped: Option<&'a str>,
+        }
+        let line = event_line(
+            "step",
+            &Announced {
+                step: name,
+                number: n + 1,
+                of: total,
+                command: words.map(|w| {
+                    std::iter::once("mltctl")
+                        .chain(w.iter().map(String::as_str))
+                        .collect()
+                }),
+                skipped,
+            },
+        );
+        return super::print(&format!("{line}\n"));
+    }
+    match (words, skipped) {
+        (Some(words), _) => eprintln!(
+            "== step {}/{total} {name}: mltctl {}",
+            n + 1,
+            words.join(" ")
+        ),
+        (None, why) => eprintln!(
+            "== step {}/{total} {name}: skipped ({})",
+            n + 1,
+            why.unwrap_or("")
+        ),
+    }
     Ok(())
+}
+
+/// The validate step: the inventory was read and planned before the first step.
+fn say_valid(
+    path: &std::path::Path,
+    inv: &mltctl::inventory::Inventory,
+    json: bool,
+) -> Result<(), Failure> {
+    if json {
+        let report = super::validate::Report {
+            valid: true,
+            problems: Vec::new(),
+        };
+        super::print(&format!("{}\n", event_line("validate", &report)))?;
+        return Ok(());
+    }
+    super::validate::say_valid(path, inv, false)
+}
+
+/// Per switch and host, how many steps ended which way; switches and hosts in the
+/// order the steps first reached them.
+#[derive(Default)]
+struct Recap {
+    devices: Vec<(String, Vec<Status>)>,
+    ran_steps: usize,
+    skipped_steps: usize,
+    failed_step: Option<&'static str>,
+}
+
+impl Recap {
+    fn add(&mut self, devices: &[(String, Status)]) {
+        for (name, status) in devices {
+            match self.devices.iter_mut().find(|(n, _)| n == name) {
+                Some((_, statuses)) => statuses.push(*status),
+                None => self.devices.push((name.clone(), vec![*status])),
+            }
+        }
+    }
+
+    fn print(&self, json: bool) -> anyhow::Result<()> {
+        let counted: Vec<(&str, Summary)> = self
+            .devices
+            .iter()
+            .map(|(name, statuses)| (name.as_str(), Summary::of(statuses)))
+            .collect();
+        if json {
+            #[derive(Serialize)]
+            struct Device<'a> {
+                device: &'a str,
+                #[serde(flatten)]
+                steps: &'a Summary,
+            }
+            #[derive(Serialize)]
+            struct Recapped<'a> {
+                devices: Vec<Device<'a>>,
+                steps_ran: usize,
+                steps_skipped: usize,
+                failed_step: Option<&'a str>,
+            }
+            let recap = Recapped {
+                devices: counted
+                    .iter()
+                    .map(|(device, steps)| Device { device, steps })
+                    .collect(),
+                steps_ran: self.ran_steps,
+                steps_skipped: self.skipped_steps,
+                failed_step: self.failed_step,
+            };
+            return super::print(&format!("{}\n", event_line("recap", &recap)));
+        }
+        let width = counted.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        let mut text = format!(
+            "\nPLAY RECAP ({} step(s) ran, {} skipped{})\n",
+            self.ran_steps,
+            self.skipped_steps,
+            self.failed_step
+                .map(|s| format!(", stopped at {s}"))
+                .unwrap_or_default()
+        );
+        for (name, s) in &counted {
+            text.push_str(&format!(
+                "{name:<width$} : ok={} changed={} unreachable={} failed={} skipped={}{}\n",
+                s.ok,
+                s.changed,
+                s.unreachable,
+                s.failed,
+                s.skipped,
+                if s.interrupted > 0 {
+                    format!(" interrupted={}", s.interrupted)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        super::print(&text)
+    }
 }

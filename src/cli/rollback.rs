@@ -144,7 +144,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             confirm,
             restore,
         };
-        let pushed = push(&plan, &restore_targets, &args.push, path, how);
+        let (_, pushed) = push(&plan, &restore_targets, &args.push, path, how);
         worst = match (worst, pushed) {
             (Err(Failure::SwitchesFailed), _) | (_, Err(Failure::SwitchesFailed)) => {
                 Err(Failure::SwitchesFailed)

@@ -2,8 +2,10 @@
 
 use mltctl::hosts;
 
-use super::Failure;
-use super::hosts::{HostArgs, host_line, host_summary, host_targets};
+use mltctl::plan::Plan;
+
+use super::hosts::{HostArgs, host_line, host_plan, host_summary, host_targets};
+use super::{Failure, Ran};
 
 /// Stop the transport on every host. A host where none runs is `ok`.
 #[derive(clap::Args)]
@@ -14,16 +16,25 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let args = &args.hosts;
+    let plan = host_plan(&args.hosts)?;
+    run_planned(args, &plan).result
+}
+
+/// `stop` with the plan of its inventory already built.
+pub fn run_planned(args: Args, plan: &Plan) -> Ran {
+    stop(&args.hosts, plan).unwrap_or_else(Ran::from)
+}
+
+fn stop(args: &HostArgs, plan: &Plan) -> Result<Ran, Failure> {
     use mltctl::hosts::launch;
-    let (plan, targets) = host_targets(args)?;
+    let targets = host_targets(args, plan)?;
     let ssh = args.ssh.options();
-    let remote = hosts::Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?;
+    let remote = hosts::Remote::new(&args.remote_dir, plan).map_err(Failure::Usage)?;
     let started = std::time::Instant::now();
     let results = mltctl::parallel::run(
         &targets,
         usize::from(args.forks),
-        |&rank| launch::stop_host(&plan, rank, &ssh, &remote),
+        |&rank| launch::stop_host(plan, rank, &ssh, &remote),
         &mut |p: mltctl::parallel::Progress<'_, launch::HostResult>| {
             if let mltctl::parallel::Progress::Finished(_, r) = p {
                 let detail = match (&r.message, r.pid) {
@@ -41,5 +52,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
     );
     super::say_recorded(&ssh);
     let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
-    host_summary(args.json, "stop", &summary, started.elapsed().as_secs_f64())
+    Ok(Ran {
+        devices: results.iter().map(|r| (r.host.clone(), r.status)).collect(),
+        result: host_summary(args.json, "stop", &summary, started.elapsed().as_secs_f64()),
+    })
 }

@@ -1,10 +1,12 @@
 //! `mltctl validate`: check an inventory, report every problem at once.
 
-use mltctl::inventory::{self, LoadError};
+use std::path::Path;
+
+use mltctl::inventory::{self, Inventory, LoadError};
 use mltctl::plan::Plan;
 use serde::Serialize;
 
-use super::{Failure, InventoryArg, loaded, print, print_json};
+use super::{Failure, InventoryArg, load_failure, print, print_json};
 
 /// Check an inventory and report every problem at once.
 #[derive(clap::Args)]
@@ -19,36 +21,41 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let (path, json) = (args.inventory.inventory.as_path(), args.json);
-    // A valid inventory whose thresholds cannot work is invalid too.
-    let result = inventory::load(path).and_then(|inv| {
-        let problems = Plan::build(&inv).problems(&inv);
-        if problems.is_empty() {
-            Ok(inv)
-        } else {
-            Err(LoadError::Invalid(problems))
-        }
-    });
-    if json {
-        let problems = match &result {
-            Ok(_) => Vec::new(),
-            Err(LoadError::Invalid(d)) => d.iter().collect(),
-            Err(e @ LoadError::Io { .. }) => return Err(Failure::Error(anyhow::anyhow!("{e:#}"))),
-        };
-        #[derive(Serialize)]
-        struct Report<'a> {
-            valid: bool,
-            problems: Vec<&'a mltctl::diag::Diagnostic>,
-        }
-        print_json(&Report {
-            valid: problems.is_empty(),
-            problems,
-        })?;
-        return match result {
-            Ok(_) => Ok(()),
-            Err(_) => Err(Failure::InvalidReported),
-        };
+    match checked(path) {
+        Ok((inv, _)) => say_valid(path, &inv, json),
+        Err(e) => Err(refused(e, json)),
     }
-    let inv = loaded(result)?;
+}
+
+/// The inventory and its plan; a valid inventory whose thresholds cannot work is
+/// invalid too.
+pub fn checked(path: &Path) -> Result<(Inventory, Plan), LoadError> {
+    let inv = inventory::load(path)?;
+    let plan = Plan::build(&inv);
+    let problems = plan.problems(&inv);
+    if problems.is_empty() {
+        Ok((inv, plan))
+    } else {
+        Err(LoadError::Invalid(problems))
+    }
+}
+
+/// What `validate --json` prints.
+#[derive(Serialize)]
+pub struct Report<'a> {
+    pub valid: bool,
+    pub problems: Vec<&'a mltctl::diag::Diagnostic>,
+}
+
+/// Says that the inventory is valid, and what it holds.
+pub fn say_valid(path: &Path, inv: &Inventory, json: bool) -> Result<(), Failure> {
+    if json {
+        print_json(&Report {
+            valid: true,
+            problems: Vec::new(),
+        })?;
+        return Ok(());
+    }
     print(&format!(
         "{}: valid ({} switches, {} hosts in {} racks, {} layers)\n",
         path.display(),
@@ -58,4 +65,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
         inv.training.layers.len()
     ))?;
     Ok(())
+}
+
+/// The failure of an inventory that cannot be used; with `json`, its problems are
+/// printed as `validate --json` prints them.
+pub fn refused(e: LoadError, json: bool) -> Failure {
+    match (e, json) {
+        (LoadError::Invalid(problems), true) => match print_json(&Report {
+            valid: false,
+            problems: problems.iter().collect(),
+        }) {
+            Ok(()) => Failure::InvalidReported,
+            Err(e) => Failure::Error(e),
+        },
+        (e @ LoadError::Io { .. }, true) => Failure::Error(anyhow::anyhow!("{e:#}")),
+        (e, false) => load_failure(e),
+    }
 }

@@ -96,6 +96,10 @@ fn main() {
             "serial_batches_stop_after_a_failed_canary",
             workflow::rolling_batches,
         ),
+        (
+            "play_runs_the_steps_on_one_plan_and_recaps_each_switch",
+            workflow::play,
+        ),
     ];
     let trials = tests
         .into_iter()

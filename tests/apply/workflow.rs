@@ -378,3 +378,130 @@ pub fn rolling_batches() {
     let out = fabric.apply(&["--serial", "0"]);
     assert_exit(&out, 2);
 }
+
+/// The JSON Lines of a run, parsed.
+fn events(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The recap's counts per switch: (ok, changed, unreachable, failed).
+fn recap(out: &Output) -> Vec<(String, [u64; 4])> {
+    let events = events(out);
+    let recap = events
+        .iter()
+        .find(|e| e["event"] == "recap")
+        .unwrap_or_else(|| panic!("no recap: {}", text(out)));
+    recap["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let n = |k: &str| d[k].as_u64().unwrap();
+            (
+                d["device"].as_str().unwrap().to_string(),
+                [n("ok"), n("changed"), n("unreachable"), n("failed")],
+            )
+        })
+        .collect()
+}
+
+/// `play` runs the site playbook's switch steps in one process on one plan, passes on
+/// its options, and recaps per switch; with --check it goes on past an unreachable
+/// switch so every step's check is seen, and changes and writes nothing.
+pub fn play() {
+    let mut fabric = Fabric::lab_base("play");
+    let plan = plan(&fabric);
+    let site = root().join("playbooks/site.yml");
+    let play = |fabric: &Fabric, args: &[&str]| {
+        fabric
+            .mltctl("play")
+            .arg(&site)
+            .args(["--limit", "spine*,leaf*", "--journal"])
+            .arg(&fabric.journal)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let names: Vec<String> = fabric.switches.iter().map(|s| s.name.clone()).collect();
+
+    let out = play(&fabric, &["--confirm-timeout", "120"]);
+    assert_exit(&out, 0);
+    let all = text(&out);
+    assert!(
+        all.contains("PLAY RECAP (3 step(s) ran, 2 skipped)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("bootstrap: skipped (--limit selects no host)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("== step 3/5 apply: mltctl apply") && all.contains("--confirm-timeout 120"),
+        "{all}"
+    );
+    for name in &names {
+        assert_as_planned(&fabric, &plan, name);
+        let line = all
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")) && l.contains(" : ok="))
+            .unwrap_or_else(|| panic!("no recap line for {name}: {all}"));
+        // diff would change it, apply changed it.
+        assert!(
+            line.ends_with(": ok=0 changed=2 unreachable=0 failed=0 skipped=0"),
+            "{line}"
+        );
+    }
+    assert_eq!(run_ids(&fabric).len(), 1, "one apply run in the journal");
+
+    let out = play(&fabric, &["--json"]);
+    assert_exit(&out, 0);
+    let steps: Vec<(String, bool)> = events(&out)
+        .iter()
+        .filter(|e| e["event"] == "step")
+        .map(|e| {
+            (
+                e["step"].as_str().unwrap().to_string(),
+                e.get("skipped").is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("validate".to_string(), false),
+            ("diff".to_string(), false),
+            ("apply".to_string(), false),
+            ("bootstrap".to_string(), true),
+            ("launch".to_string(), true),
+        ]
+    );
+    assert!(events(&out).iter().any(|e| e["event"] == "device"));
+    for (name, counts) in recap(&out) {
+        assert_eq!(counts, [2, 0, 0, 0], "{name}: nothing left to change");
+    }
+
+    fabric.reset(base_config);
+    fabric.stop("leaf2");
+    let before = fabric.states();
+    let journal_before = std::fs::read_to_string(&fabric.journal).unwrap();
+    let out = play(&fabric, &["--check", "--json", "--connect-timeout", "2"]);
+    assert_exit(&out, 5);
+    let counts: std::collections::BTreeMap<String, [u64; 4]> = recap(&out).into_iter().collect();
+    assert_eq!(
+        counts["leaf2"],
+        [0, 0, 2, 0],
+        "unreachable in diff and apply"
+    );
+    for name in ["spine1", "spine2", "leaf1"] {
+        assert_eq!(counts[name], [0, 2, 0, 0], "{name} would change twice");
+    }
+    assert_eq!(fabric.states(), before, "--check changed a switch");
+    assert_eq!(
+        std::fs::read_to_string(&fabric.journal).unwrap(),
+        journal_before,
+        "--check wrote to the journal"
+    );
+}

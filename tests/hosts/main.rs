@@ -4,7 +4,7 @@
 
 mod fabric;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use fabric::{Fabric, HOSTS, text};
@@ -151,6 +151,15 @@ fn end_to_end() {
     let inventory = fabric.inventory.clone();
     let before: Vec<_> = (0..HOSTS.len()).map(|i| host_state(&fabric, i)).collect();
 
+    check_play(&fabric, &inventory);
+    for (i, state) in before.iter().enumerate() {
+        assert_eq!(
+            &host_state(&fabric, i),
+            state,
+            "play --check changed a host"
+        );
+    }
+
     // Check mode reports the changes and makes none.
     let check = fabric.host_command("bootstrap", &inventory, &["--check", "--diff"]);
     assert!(check.status.success(), "{}", text(&check));
@@ -202,6 +211,7 @@ fn end_to_end() {
             .collect::<Vec<_>>()
     );
 
+    bootstrapped_play(&fabric, &inventory);
     spines_carry_their_paths(&fabric);
     launch_serves_allreduces(&fabric, &inventory);
 
@@ -223,6 +233,88 @@ fn end_to_end() {
         "{h1:?}"
     );
     assert_eq!(h1, planned_state(&fabric, &without_h2, "h1"));
+}
+
+/// `mltctl play PLAYBOOK` on this fabric's inventory, hosts and remote directory.
+fn play(fabric: &Fabric, playbook: &Path, inventory: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "play".to_string(),
+        playbook.display().to_string(),
+        "-i".into(),
+        inventory.display().to_string(),
+        "--known-hosts".into(),
+        fabric.known_hosts.display().to_string(),
+        "--remote-dir".into(),
+        fabric.remote_dir.display().to_string(),
+        "--json".into(),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    fabric.mltctl(&all.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The recap's (ok, changed, unreachable, failed) per switch and host.
+fn recap(out: &std::process::Output) -> BTreeMap<String, [u64; 4]> {
+    let lines = json_lines(out);
+    let recap = lines
+        .iter()
+        .find(|l| l["event"] == "recap")
+        .unwrap_or_else(|| panic!("no recap: {}", text(out)));
+    recap["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let n = |k: &str| d[k].as_u64().unwrap();
+            (
+                d["device"].as_str().unwrap().to_string(),
+                [n("ok"), n("changed"), n("unreachable"), n("failed")],
+            )
+        })
+        .collect()
+}
+
+/// The site playbook in check mode: nothing answers at the switches' documentation
+/// addresses, and the play goes on past them so the hosts' check is seen too.
+fn check_play(fabric: &Fabric, inventory: &Path) {
+    let site = Path::new(env!("CARGO_MANIFEST_DIR")).join("playbooks/site.yml");
+    let out = play(
+        fabric,
+        &site,
+        inventory,
+        &["--check", "--connect-timeout", "1"],
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
+    let recap = recap(&out);
+    for switch in ["spine1", "spine2", "leaf1", "leaf2"] {
+        assert_eq!(recap[switch], [0, 0, 2, 0], "{switch}: diff and apply");
+    }
+    for host in &HOSTS {
+        assert_eq!(
+            recap[host.name],
+            [0, 1, 0, 0],
+            "{}: bootstrap would change",
+            host.name
+        );
+    }
+    let skipped: Vec<String> = json_lines(&out)
+        .iter()
+        .filter(|l| l["event"] == "step" && l.get("skipped").is_some())
+        .map(|l| l["step"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(skipped, ["launch"]);
+}
+
+/// A playbook of host steps on bootstrapped hosts: each is ok.
+fn bootstrapped_play(fabric: &Fabric, inventory: &Path) {
+    let playbook = fabric.dir.join("hosts.yml");
+    std::fs::write(&playbook, "steps: [validate, diff, bootstrap]\n").unwrap();
+    let out = play(fabric, &playbook, inventory, &["--limit", "hosts"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let recap = recap(&out);
+    assert_eq!(recap.len(), HOSTS.len(), "{recap:?}");
+    for host in &HOSTS {
+        assert_eq!(recap[host.name], [1, 0, 0, 0], "{}", host.name);
+    }
 }
 
 /// Packets to a peer's spine-s path address cross spine s and no other spine.
@@ -292,9 +384,20 @@ fn spines_carry_their_paths(fabric: &Fabric) {
 }
 
 fn launch_serves_allreduces(fabric: &Fabric, inventory: &Path) {
-    let out = fabric.host_command("launch", inventory, &["--ready-timeout", "30"]);
+    let out = fabric.host_command("launch", inventory, &["--ready-timeout", "30", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
-    let launched: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        statuses(&out),
+        HOSTS
+            .iter()
+            .map(|h| (h.name.to_string(), "changed".to_string()))
+            .collect::<Vec<_>>()
+    );
+    let lines = json_lines(&out);
+    let launched = lines
+        .iter()
+        .find(|l| l["event"] == "launched")
+        .unwrap_or_else(|| panic!("no launched event: {}", text(&out)));
     assert_eq!(launched["world_size"], 4);
     let ranks = launched["ranks"].as_array().unwrap();
     assert_eq!(ranks.len(), 4);

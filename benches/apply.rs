@@ -12,8 +12,6 @@
 //!
 //! Prints a table and, last, one JSON line. Optional: `--runs N` (default 3).
 
-#[path = "../tests/apply/emulator/mod.rs"]
-mod emulator;
 #[path = "../tests/apply/fabric.rs"]
 mod fabric;
 
@@ -31,9 +29,6 @@ use switch_config::Vendor;
 const GOAL_RATIO: f64 = 5.0;
 
 fn main() {
-    if let Some(status) = emulator::dispatch() {
-        std::process::exit(status);
-    }
     if let Some(why) = fabric::sshd_missing() {
         eprintln!("apply benchmark skipped: {why}");
         return;

@@ -6,8 +6,8 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::flag;
@@ -16,15 +16,22 @@ use signal_hook::flag;
 pub const EXIT_CODE: u8 = 130;
 
 static REQUESTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+static INSTALLED: Mutex<bool> = Mutex::new(false);
 
-/// Starts watching for SIGINT and SIGTERM.
+/// Starts watching for SIGINT and SIGTERM; once per process, however often called (a
+/// second pair of handlers would end the process at the first signal).
 pub fn install() -> io::Result<()> {
+    let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    if *installed {
+        return Ok(());
+    }
     let requested = REQUESTED.get_or_init(|| Arc::new(AtomicBool::new(false)));
     for signal in [SIGINT, SIGTERM] {
         // Registered first, so that it sees the flag as the previous signal left it.
         flag::register_conditional_shutdown(signal, i32::from(EXIT_CODE), requested.clone())?;
         flag::register(signal, requested.clone())?;
     }
+    *installed = true;
     Ok(())
 }
 

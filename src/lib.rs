@@ -10,6 +10,7 @@ pub mod generate;
 pub mod hosts;
 pub mod interrupt;
 pub mod inventory;
+pub mod lab;
 pub mod outcome;
 pub mod parallel;
 pub mod plan;

@@ -6,7 +6,7 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
-use cli::{Cli, Command, Failure};
+use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
@@ -27,40 +27,10 @@ fn main() -> ExitCode {
         Command::Generate(args) => cli::generate::run(args),
         Command::Sim(args) => cli::sim::run(args),
         Command::Groups(args) => cli::groups::run(args),
+        Command::Lab(args) => cli::lab::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Invalid(problems)) => {
-            eprint!("{problems}");
-            eprintln!(
-                "mltctl: the inventory has {} problem(s); nothing was changed",
-                problems.len()
-            );
-            ExitCode::from(3)
-        }
-        Err(Failure::InvalidReported) => ExitCode::from(3),
-        Err(Failure::Differs) => ExitCode::from(6),
-        Err(Failure::SwitchesFailed) => ExitCode::from(4),
-        Err(Failure::SwitchesUnreachable) => ExitCode::from(5),
-        Err(Failure::Interrupted) => ExitCode::from(mltctl::interrupt::EXIT_CODE),
-        Err(Failure::Usage(message)) => {
-            eprintln!("mltctl: {message}");
-            ExitCode::from(2)
-        }
-        // The reader went away (`mltctl plan --explain | head`): nothing is wrong.
-        Err(Failure::Error(e)) if closed_pipe(&e) => ExitCode::SUCCESS,
-        Err(Failure::Error(e)) => {
-            eprintln!("mltctl: {e:#}");
-            ExitCode::from(1)
-        }
+        Err(failure) => ExitCode::from(cli::report(failure)),
     }
-}
-
-/// Whether `e` comes from writing to a pipe whose reader has closed it.
-fn closed_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }

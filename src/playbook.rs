@@ -1,5 +1,5 @@
-//! Playbooks: ordered steps over the inventory, each an `mltctl` command, run until the
-//! first one fails.
+//! Playbooks: ordered steps over the inventory, each what an `mltctl` command does, run
+//! on one plan until the first one fails (`mltctl play`).
 //!
 //! ```yaml
 //! steps:
@@ -136,6 +136,15 @@ pub fn parse(file: &std::path::Path, text: &str) -> Result<Vec<Step>, PlaybookEr
                                      (give it to `mltctl play -i`)"
                                 ),
                             )),
+                            Some(word) if word == "--limit" || word.starts_with("--limit=") => {
+                                Err(error(
+                                    Some(a),
+                                    format!(
+                                        "`{word}`: every step works on the play's selection \
+                                         (give it to `mltctl play --limit`)"
+                                    ),
+                                ))
+                            }
                             Some(word) => Ok(word.to_string()),
                         })
                         .collect::<Result<_, _>>()?,
@@ -157,6 +166,12 @@ pub fn parse(file: &std::path::Path, text: &str) -> Result<Vec<Step>, PlaybookEr
                 format!("unknown step `{name}` (steps: {})", known.join(", ")),
             ));
         };
+        if kind == StepKind::Validate && !args.is_empty() {
+            return Err(error(
+                Some(item),
+                "`validate` takes no `args` (the play reads the inventory once)".into(),
+            ));
+        }
         out.push(Step { kind, args });
     }
     if out.is_empty() {
@@ -292,6 +307,9 @@ mod tests {
                 .starts_with("site.yml:3:12: `-i`: every step works on the play's inventory"),
             "{e}"
         );
+        let e = parse(file, "steps:\n  - step: apply\n    args: [--limit=leaf1]\n").unwrap_err();
+        assert!(e.to_string().contains("the play's selection"), "{e}");
+        assert!(parse(file, "steps:\n  - step: validate\n    args: [--json]\n").is_err());
         assert!(parse(file, "stepz: []\n").is_err());
         assert!(parse(file, "steps: []\n").is_err());
     }

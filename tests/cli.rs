@@ -436,6 +436,43 @@ fn a_bad_playbook_is_reported_with_its_location_and_nothing_runs() {
     assert!(!stderr.contains("== step"), "{stderr}");
 }
 
+/// Every step is parsed before the first runs: a wrong step argument, or one that would
+/// point a step at another inventory, stops the play before anything is contacted.
+#[test]
+fn a_wrong_step_argument_stops_the_play_before_any_step() {
+    let dir = std::env::temp_dir().join(format!("mltctl-play-args-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lab = fixture("inventory/lab.yaml");
+    for (args, says) in [
+        (
+            "[--bogus]",
+            "step 2 (apply): error: unexpected argument '--bogus'",
+        ),
+        (
+            "[-vi, other.yaml]",
+            "step 2 (apply): every step works on the play's inventory",
+        ),
+    ] {
+        let playbook = dir.join("site.yml");
+        std::fs::write(
+            &playbook,
+            format!("steps:\n  - diff\n  - step: apply\n    args: {args}\n"),
+        )
+        .unwrap();
+        let out = mltctl(&[
+            "play",
+            playbook.to_str().unwrap(),
+            "-i",
+            lab.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(!stderr.contains("== step"), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_site_playbook_skips_steps_a_limit_does_not_select() {
     let lab = fixture("inventory/lab.yaml");

@@ -309,19 +309,21 @@ fn push_reported(
     } else {
         journal.path().display().to_string()
     };
-    reporter
-        .finish(
-            &summary,
-            started.elapsed().as_secs_f64(),
-            &recorded,
-            (unconfirmed > 0).then_some((unconfirmed, run_id.as_str())),
-        )
-        .context("cannot write to standard output")?;
+    let finished = reporter.finish(
+        &summary,
+        started.elapsed().as_secs_f64(),
+        &recorded,
+        (unconfirmed > 0).then_some((unconfirmed, run_id.as_str())),
+    );
     let devices = results
         .iter()
         .map(|r| (r.device.clone(), r.status))
         .collect();
-    let result = if let Some(problem) = problems.first() {
+    let result = if let Err(e) = finished {
+        Err(anyhow::Error::from(e)
+            .context("cannot write to standard output")
+            .into())
+    } else if let Some(problem) = problems.first() {
         Err(anyhow::anyhow!("{problem}").into())
     } else if summary.interrupted > 0 {
         Err(Failure::Interrupted)

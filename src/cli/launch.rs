@@ -87,6 +87,7 @@ fn launch(args: Args, plan: &Plan) -> Result<Ran, Failure> {
     let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
     let seconds = started.elapsed().as_secs_f64();
     let result = if args.json {
+        // Once every host is settled: a started host can still be stopped again.
         for r in &results {
             host_line(true, String::new(), r);
         }
@@ -107,10 +108,12 @@ fn launch(args: Args, plan: &Plan) -> Result<Ran, Failure> {
             );
         }
         eprint!("{}", hosts::summary_line("launch", &summary, seconds));
-        if let Some(launched) = &launched {
-            print_json(launched)?;
+        match &launched {
+            Some(launched) => print_json(launched)
+                .map_err(Failure::from)
+                .and_then(|()| hosts_outcome(&summary)),
+            None => hosts_outcome(&summary),
         }
-        hosts_outcome(&summary)
     };
     Ok(Ran {
         devices: results.iter().map(|r| (r.host.clone(), r.status)).collect(),

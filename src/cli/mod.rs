@@ -11,6 +11,7 @@ pub mod generate;
 pub mod groups;
 pub mod history;
 pub mod hosts;
+pub mod lab;
 pub mod launch;
 pub mod plan;
 pub mod play;
@@ -87,6 +88,7 @@ pub enum Command {
     Generate(generate::Args),
     Sim(sim::Args),
     Groups(groups::Args),
+    Lab(lab::Args),
 }
 
 #[derive(clap::Args)]
@@ -261,7 +263,48 @@ pub enum Failure {
     Usage(String),
     /// A signal stopped the run (already reported).
     Interrupted,
+    /// Already said; ends with this exit code.
+    Reported(u8),
     Error(anyhow::Error),
+}
+
+/// Says what `failure` needs said (on standard error) and gives its exit code.
+pub fn report(failure: Failure) -> u8 {
+    match failure {
+        Failure::Invalid(problems) => {
+            eprint!("{problems}");
+            eprintln!(
+                "mltctl: the inventory has {} problem(s); nothing was changed",
+                problems.len()
+            );
+            3
+        }
+        Failure::InvalidReported => 3,
+        Failure::Differs => 6,
+        Failure::SwitchesFailed => 4,
+        Failure::SwitchesUnreachable => 5,
+        Failure::Interrupted => mltctl::interrupt::EXIT_CODE,
+        Failure::Reported(code) => code,
+        Failure::Usage(message) => {
+            eprintln!("mltctl: {message}");
+            2
+        }
+        // The reader went away (`mltctl plan --explain | head`): nothing is wrong.
+        Failure::Error(e) if closed_pipe(&e) => 0,
+        Failure::Error(e) => {
+            eprintln!("mltctl: {e:#}");
+            1
+        }
+    }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has closed it.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 impl From<anyhow::Error> for Failure {

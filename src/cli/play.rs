@@ -22,13 +22,14 @@ const MAX_PLAYBOOK_BYTES: u64 = 1 << 20;
 /// is read and planned once; every step works on that plan, in this process. --check,
 /// --diff, --limit, --json, --forks and the SSH options are passed to every step that
 /// takes them, the state options and --confirm-timeout to diff and apply, --remote-dir
-/// to the host steps; a step's own `args` in the playbook come last and win. With
-/// --check, apply and bootstrap only report, launch and stop are skipped, and a step
-/// with unreachable switches or hosts does not stop the play, so every step's check is
-/// seen. A step whose --limit selects nothing of its kind (no switch, no host) is
-/// skipped. The PLAY RECAP counts, per switch and host, the steps that ended ok
-/// (nothing to change), changed (with --check: would change), unreachable, failed and
-/// skipped.
+/// to the host steps; a step's own `args` in the playbook come last and win (they may
+/// not name another inventory or selection). With --check, apply and bootstrap only
+/// report, launch and stop are skipped, and a step with unreachable switches or hosts
+/// does not stop the play, so every step's check is seen. A step whose --limit selects
+/// nothing of its kind (no switch, no host) is skipped. A signal stops apply at its next
+/// safe point and the play after the step in progress. The PLAY RECAP counts, per
+/// switch and host, the steps that ended ok (nothing to change), changed (with --check:
+/// would change), unreachable, failed and skipped.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -72,8 +73,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .with_context(|| format!("cannot read {}", args.playbook.display()))?;
     let steps =
         playbook::parse(&args.playbook, &text).map_err(|e| Failure::Usage(e.to_string()))?;
-    let (inv, plan) =
-        super::validate::checked(path).map_err(|e| super::validate::refused(e, args.json))?;
+    let (inv, plan) = super::validate::checked(path).map_err(|e| invalid(e, args.json))?;
     let run = passed(&args);
     // Every step's command is known and parsed before the first runs: a bad --limit or a
     // bad step argument stops the play before anything is touched.
@@ -83,6 +83,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         .map(|(n, step)| prepared(n, step, &run, &plan))
         .collect::<Result<Vec<_>, _>>()
         .map_err(Failure::Usage)?;
+    // Once for the whole play: a signal stops apply at its next safe point, and the play
+    // after the step in progress.
+    mltctl::interrupt::install().context("cannot watch for SIGINT and SIGTERM")?;
     let mut recap = Recap::default();
     let total = steps.len();
     let mut unreachable_seen = false;
@@ -94,45 +97,80 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 recap.skipped_steps += 1;
                 continue;
             }
-            Prepared::Run(words, command) => (words, *command),
+            Prepared::Run(words, command) => (words, command),
         };
         announce(args.json, n, total, name, Some(&words), None)?;
         let ran = match command {
-            Command::Validate(_) => Ran {
+            StepCommand::Validate => Ran {
                 devices: Vec::new(),
                 result: say_valid(path, &inv, args.json),
             },
-            Command::Apply(a) => super::apply::run_planned(a, &plan),
-            Command::Bootstrap(a) => super::bootstrap::run_planned(a, &plan),
-            Command::Launch(a) => super::launch::run_planned(a, &plan),
-            Command::Stop(a) => super::stop::run_planned(a, &plan),
-            _ => Failure::Usage(format!("a playbook cannot run `{}`", words[0])).into(),
+            StepCommand::Apply(a) => super::apply::run_planned(*a, &plan),
+            StepCommand::Bootstrap(a) => super::bootstrap::run_planned(*a, &plan),
+            StepCommand::Launch(a) => super::launch::run_planned(*a, &plan),
+            StepCommand::Stop(a) => super::stop::run_planned(*a, &plan),
         };
         recap.add(&ran.devices);
         recap.ran_steps += 1;
-        match ran.result {
-            Ok(()) => {}
-            // A dry run goes on, so that every step's check is seen.
-            Err(Failure::SwitchesUnreachable) if args.check => unreachable_seen = true,
-            Err(failure) => {
-                if !args.json {
-                    eprintln!(
-                        "== step {}/{total} {name} failed; the remaining {} step(s) did not run",
-                        n + 1,
-                        total - n - 1
-                    );
-                }
-                recap.failed_step = Some(name);
-                recap.print(args.json)?;
-                return Err(failure);
+        let failure = match ran.result {
+            Ok(()) if mltctl::interrupt::requested() => Failure::Interrupted,
+            Ok(()) => continue,
+            // A dry run goes on past switches and hosts it could not reach (or, in a
+            // rolling step, did not contact after them), so every step's check is seen.
+            Err(Failure::SwitchesUnreachable | Failure::SwitchesFailed)
+                if args.check && only_unreached(&ran.devices) =>
+            {
+                unreachable_seen = true;
+                continue;
             }
+            Err(failure) => failure,
+        };
+        // Said here, beside the step, before the recap.
+        let code = super::report(failure);
+        if !args.json {
+            eprintln!(
+                "== step {}/{total} {name} failed (exit {code}); the remaining {} step(s) did not run",
+                n + 1,
+                total - n - 1
+            );
         }
+        recap.failed_step = Some(name);
+        recap.print(args.json)?;
+        return Err(Failure::Reported(code));
     }
     recap.print(args.json)?;
     if unreachable_seen {
         Err(Failure::SwitchesUnreachable)
     } else {
         Ok(())
+    }
+}
+
+/// Whether every device a step did not finish was unreachable (or not contacted after
+/// one was), with at least one of them.
+fn only_unreached(devices: &[(String, Status)]) -> bool {
+    devices.iter().all(|(_, s)| {
+        matches!(
+            s,
+            Status::Ok | Status::Changed | Status::Unreachable | Status::Skipped
+        )
+    }) && devices.iter().any(|(_, s)| *s == Status::Unreachable)
+}
+
+/// An inventory the play cannot use; with --json, said as the validate step's event.
+fn invalid(e: mltctl::inventory::LoadError, json: bool) -> Failure {
+    match (e, json) {
+        (mltctl::inventory::LoadError::Invalid(problems), true) => {
+            let report = super::validate::Report {
+                valid: false,
+                problems: problems.iter().collect(),
+            };
+            match super::print(&format!("{}\n", event_line("validate", &report))) {
+                Ok(()) => Failure::InvalidReported,
+                Err(e) => Failure::Error(e),
+            }
+        }
+        (e, json) => super::validate::refused(e, json),
     }
 }
 
@@ -163,9 +201,18 @@ fn passed(args: &Args) -> playbook::Run {
     }
 }
 
+/// What a step runs: the commands a playbook may name.
+enum StepCommand {
+    Validate,
+    Apply(Box<super::apply::Args>),
+    Bootstrap(Box<super::bootstrap::Args>),
+    Launch(Box<super::launch::Args>),
+    Stop(Box<super::stop::Args>),
+}
+
 /// A step ready to run: its command line and the command parsed from it.
 enum Prepared {
-    Run(Vec<String>, Box<Command>),
+    Run(Vec<String>, StepCommand),
     Skip(&'static str),
 }
 
@@ -174,21 +221,31 @@ fn prepared(n: usize, step: &Step, run: &playbook::Run, plan: &Plan) -> Result<P
         StepPlan::Skip(why) => return Ok(Prepared::Skip(why)),
         StepPlan::Command(words) => words,
     };
-    // A step's own arguments come last and override the play's.
+    let at = |message: String| format!("step {} ({}): {message}", n + 1, step.kind.name());
+    // A step's own arguments come last and override the play's (the setting reaches
+    // every subcommand).
     let matches = Cli::command()
         .args_override_self(true)
-        .mut_subcommand(&words[0], |c| c.args_override_self(true))
         .try_get_matches_from(std::iter::once("mltctl").chain(words.iter().map(String::as_str)))
-        .map_err(|e| {
-            format!(
-                "step {} ({}): {}",
-                n + 1,
-                step.kind.name(),
-                e.render().to_string().trim_end()
-            )
-        })?;
-    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    Ok(Prepared::Run(words, Box::new(cli.command)))
+        .map_err(|e| at(e.render().to_string().trim_end().to_string()))?;
+    let inventory = matches
+        .subcommand()
+        .and_then(|(_, m)| m.get_one::<PathBuf>("inventory"));
+    if inventory != Some(&run.inventory) {
+        return Err(at(
+            "every step works on the play's inventory (give it to `mltctl play -i`)".into(),
+        ));
+    }
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| at(e.to_string()))?;
+    let command = match cli.command {
+        Command::Validate(_) => StepCommand::Validate,
+        Command::Apply(a) => StepCommand::Apply(Box::new(a)),
+        Command::Bootstrap(a) => StepCommand::Bootstrap(Box::new(a)),
+        Command::Launch(a) => StepCommand::Launch(Box::new(a)),
+        Command::Stop(a) => StepCommand::Stop(Box::new(a)),
+        _ => return Err(at(format!("a playbook cannot run `mltctl {}`", words[0]))),
+    };
+    Ok(Prepared::Run(words, command))
 }
 
 /// Says which step starts (with its command line) or is skipped (and why).
@@ -289,8 +346,12 @@ impl Recap {
             #[derive(Serialize)]
             struct Device<'a> {
                 device: &'a str,
-                #[serde(flatten)]
-                steps: &'a Summary,
+                ok: usize,
+                changed: usize,
+                unreachable: usize,
+                failed: usize,
+                skipped: usize,
+                interrupted: usize,
             }
             #[derive(Serialize)]
             struct Recapped<'a> {
@@ -302,7 +363,15 @@ impl Recap {
             let recap = Recapped {
                 devices: counted
                     .iter()
-                    .map(|(device, steps)| Device { device, steps })
+                    .map(|(device, s)| Device {
+                        device,
+                        ok: s.ok,
+                        changed: s.changed,
+                        unreachable: s.unreachable,
+                        failed: s.failed,
+                        skipped: s.skipped,
+                        interrupted: s.interrupted,
+                    })
                     .collect(),
                 steps_ran: self.ran_steps,
                 steps_skipped: self.skipped_steps,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::emulator::Device;
+use mltctl::lab::emulator::Device;
 
 const SSHD: &str = "/usr/sbin/sshd";
 
@@ -99,7 +99,7 @@ impl Fabric {
             let name = switch.name.clone();
             let vendor = switch.vendor.to_string();
             let device_dir = fabric.dir.join("devices").join(&name);
-            let device = Device::install(&device_dir, &vendor, &initial(&name));
+            let device = Device::install(&device_dir, &vendor, &initial(&name), mltctl());
             let host_key = device_dir.join("ssh_host_ed25519_key");
             keygen(&host_key, "");
             let public = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
@@ -189,7 +189,12 @@ impl Fabric {
             for file in ["pending", "confirm-previous"] {
                 switch.device.remove(file);
             }
-            Device::install(&switch.device.dir, &switch.vendor, &initial(&switch.name));
+            Device::install(
+                &switch.device.dir,
+                &switch.vendor,
+                &initial(&switch.name),
+                mltctl(),
+            );
         }
     }
 
@@ -273,6 +278,11 @@ impl Drop for Fabric {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// The mltctl the emulated switches run.
+fn mltctl() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mltctl"))
 }
 
 pub fn root() -> &'static Path {

@@ -1,8 +1,6 @@
 //! `mltctl apply` against real OpenSSH servers, each in front of an emulated switch
-//! (see `emulator/`). This binary is both the test runner and, started under the
-//! emulated switches' command names, the switches themselves.
+//! (the lab's, `mltctl::lab::emulator`: the switches' commands run `mltctl lab emulate`).
 
-mod emulator;
 mod fabric;
 mod workflow;
 
@@ -17,9 +15,6 @@ use mltctl::plan::Plan;
 use serde_json::Value;
 
 fn main() {
-    if let Some(status) = emulator::dispatch() {
-        std::process::exit(status);
-    }
     let missing = fabric::sshd_missing();
     if let Some(why) = &missing {
         eprintln!("apply tests skipped: {why}");

@@ -400,6 +400,7 @@ fn recap(out: &Output) -> Vec<(String, [u64; 4])> {
         .iter()
         .map(|d| {
             let n = |k: &str| d[k].as_u64().unwrap();
+            assert_eq!([n("skipped"), n("interrupted")], [0, 0], "{d}");
             (
                 d["device"].as_str().unwrap().to_string(),
                 [n("ok"), n("changed"), n("unreachable"), n("failed")],
@@ -430,6 +431,7 @@ pub fn play() {
     let out = play(&fabric, &["--confirm-timeout", "120"]);
     assert_exit(&out, 0);
     let all = text(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         all.contains("PLAY RECAP (3 step(s) ran, 2 skipped)"),
         "{all}"
@@ -444,7 +446,7 @@ pub fn play() {
     );
     for name in &names {
         assert_as_planned(&fabric, &plan, name);
-        let line = all
+        let line = stdout
             .lines()
             .find(|l| l.starts_with(&format!("{name} ")) && l.contains(" : ok="))
             .unwrap_or_else(|| panic!("no recap line for {name}: {all}"));
@@ -482,6 +484,78 @@ pub fn play() {
     for (name, counts) in recap(&out) {
         assert_eq!(counts, [2, 0, 0, 0], "{name}: nothing left to change");
     }
+
+    // A step that fails stops the play there, says so beside it, and the recap says
+    // where it stopped.
+    fabric.reset(base_config);
+    fabric
+        .switch("spine1")
+        .device
+        .set_faults(&["reject: MLT_Q3"]);
+    let three = fabric.dir.join("three.yml");
+    std::fs::write(&three, "steps: [diff, apply, diff]\n").unwrap();
+    let out = fabric
+        .mltctl("play")
+        .arg(&three)
+        .arg("--journal")
+        .arg(&fabric.journal)
+        .output()
+        .unwrap();
+    assert_exit(&out, 4);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("== step 2/3 apply failed (exit 4); the remaining 1 step(s) did not run"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("== step 3/3"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("PLAY RECAP (2 step(s) ran, 0 skipped, stopped at apply)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("spine1 : ok=0 changed=1 unreachable=0 failed=1 skipped=0"),
+        "{stdout}"
+    );
+    fabric.switch("spine1").device.set_faults(&[]);
+
+    // A step's own arguments win over the play's.
+    let manual = fabric.dir.join("manual.yml");
+    std::fs::write(
+        &manual,
+        "steps:\n  - step: apply\n    args: [--confirm, manual, --confirm-timeout, \"600\"]\n",
+    )
+    .unwrap();
+    let out = fabric
+        .mltctl("play")
+        .arg(&manual)
+        .args(["--json", "--confirm-timeout", "3000", "--journal"])
+        .arg(&fabric.journal)
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let unconfirmed: Vec<String> = events(&out)
+        .iter()
+        .filter(|e| e["event"] == "device" && e["status"] == "changed")
+        .map(|e| e["unconfirmed"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!unconfirmed.is_empty(), "{}", text(&out));
+    for note in &unconfirmed {
+        let at = note
+            .rsplit_once(" at ")
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap();
+        let at = humantime::parse_rfc3339(at).unwrap();
+        let secs = at
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default()
+            .as_secs();
+        assert!((500..=600).contains(&secs), "reverts in {secs} s: {note}");
+    }
+    assert_exit(&state_command(&fabric, "confirm", &[]), 0);
 
     fabric.reset(base_config);
     fabric.stop("leaf2");

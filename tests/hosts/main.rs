@@ -265,6 +265,7 @@ fn recap(out: &std::process::Output) -> BTreeMap<String, [u64; 4]> {
         .iter()
         .map(|d| {
             let n = |k: &str| d[k].as_u64().unwrap();
+            assert_eq!([n("skipped"), n("interrupted")], [0, 0], "{d}");
             (
                 d["device"].as_str().unwrap().to_string(),
                 [n("ok"), n("changed"), n("unreachable"), n("failed")],
@@ -310,6 +311,24 @@ fn bootstrapped_play(fabric: &Fabric, inventory: &Path) {
     std::fs::write(&playbook, "steps: [validate, diff, bootstrap]\n").unwrap();
     let out = play(fabric, &playbook, inventory, &["--limit", "hosts"]);
     assert!(out.status.success(), "{}", text(&out));
+    let skipped: Vec<(String, String)> = json_lines(&out)
+        .iter()
+        .filter(|l| l["event"] == "step")
+        .map(|l| {
+            (
+                l["step"].as_str().unwrap().to_string(),
+                l["skipped"].as_str().unwrap_or("ran").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("validate".to_string(), "ran".to_string()),
+            ("diff".to_string(), "--limit selects no switch".to_string()),
+            ("bootstrap".to_string(), "ran".to_string()),
+        ]
+    );
     let recap = recap(&out);
     assert_eq!(recap.len(), HOSTS.len(), "{recap:?}");
     for host in &HOSTS {

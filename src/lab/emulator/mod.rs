@@ -1,16 +1,18 @@
-//! Emulated switches, for tests only. Each emulated switch sits behind a real OpenSSH
-//! server and keeps its configuration on disk, in a directory a test can read:
+//! Emulated switches. Each sits behind a real OpenSSH server and keeps its
+//! configuration on disk, in its own directory:
 //!
 //! - SONiC and Cumulus are Linux: their login shell is a real shell, with the vendor
 //!   commands (`sonic-cfggen`, `config`, `systemd-run`, `systemctl`, `sudo`; `nv`) put
-//!   first on its PATH. Those commands are this program under other names.
-//! - EOS and Onyx log in to their CLI: sshd's ForceCommand runs this program as `cli`,
-//!   which reads commands from standard input (or the one exec'd command).
+//!   first on its PATH. Those commands are small scripts that run `mltctl lab emulate
+//!   NAME ARGS...`.
+//! - EOS and Onyx log in to their CLI: sshd's ForceCommand runs `mltctl lab emulate
+//!   cli`, which reads commands from standard input (or the one exec'd command).
 //!
 //! The semantics follow the vendors' documentation (see each module); where mltctl's
 //! own parsers could be reused, they are not — the emulation is an independent model.
 //!
-//! Faults a test can inject, one per line of `<device>/faults`:
+//! Faults a test (or an admin rehearsing) can inject, one per line of
+//! `<device>/faults`:
 //! - `reject: TEXT` — a configuration command containing TEXT fails;
 //! - `ignore: TEXT` — a configuration command containing TEXT is accepted but does
 //!   nothing (a switch that silently ignores a setting);
@@ -20,10 +22,8 @@
 //!   configuration, whatever its configuration holds: a misbehaving or compromised
 //!   device;
 //! - `pause: TEXT` — a command (or CLI script) containing TEXT first creates the file
-//!   `<device>/paused`, then waits (up to 60 s) until a test creates `<device>/resume`,
-//!   then runs: a test can act while a change is at a known step.
-
-#![allow(dead_code)] // the benchmark uses a subset
+//!   `<device>/paused`, then waits (up to 60 s) until `<device>/resume` exists, then
+//!   runs: a test can act while a change is at a known step.
 
 pub mod eos;
 pub mod nvue;
@@ -33,12 +33,13 @@ pub mod sonic;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// Names this program answers to on an emulated switch.
+/// The commands an emulated switch has.
 pub const COMMANDS: &[&str] = &[
     "cli",
     "nv",
@@ -51,18 +52,20 @@ pub const COMMANDS: &[&str] = &[
 
 const TIMER_FLAG: &str = "--emulator-timer";
 
-/// If this process was started as a command of an emulated switch (or as one of its
-/// timers), runs it and returns the exit status.
-pub fn dispatch() -> Option<i32> {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(TIMER_FLAG) {
-        return Some(run_timer(&args[2..]));
+/// Runs one command of an emulated switch (`args[0]` is its name, or a timer's flag)
+/// and returns its exit status.
+pub fn run(args: &[String]) -> i32 {
+    if args.first().map(String::as_str) == Some(TIMER_FLAG) {
+        return run_timer(&args[1..]);
     }
-    let name = Path::new(args.first()?).file_name()?.to_str()?.to_string();
-    if !COMMANDS.contains(&name.as_str()) {
-        return None;
-    }
-    let dir = std::env::var_os("MLT_DEVICE").expect("MLT_DEVICE is set by sshd");
+    let Some(name) = args.first().filter(|n| COMMANDS.contains(&n.as_str())) else {
+        eprintln!("not a command of an emulated switch: {args:?}");
+        return 127;
+    };
+    let Some(dir) = std::env::var_os("MLT_DEVICE") else {
+        eprintln!("MLT_DEVICE is not set (sshd sets it for an emulated switch)");
+        return 127;
+    };
     let device = Device::at(Path::new(&dir));
     let mut stdin = String::new();
     if name == "cli" && std::env::var_os("SSH_ORIGINAL_COMMAND").is_none() {
@@ -70,11 +73,9 @@ pub fn dispatch() -> Option<i32> {
             .read_to_string(&mut stdin)
             .expect("stdin is readable");
     }
-    let mut argv = vec![name];
-    argv.extend(args[1..].iter().cloned());
-    let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| argv.join(" "));
+    let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| args.join(" "));
     device.pause_if_asked(&format!("{command}\n{stdin}"));
-    let mut out = device.run(&argv, &stdin);
+    let mut out = device.run(args, &stdin);
     let reads = ["show running-config", "sonic-cfggen -d", "nv config show"];
     if reads
         .iter()
@@ -90,7 +91,7 @@ pub fn dispatch() -> Option<i32> {
     if out.drop_connection {
         device.kill_sshd();
     }
-    Some(out.status)
+    out.status
 }
 
 /// What one command printed and how it ended.
@@ -156,15 +157,22 @@ impl Device {
     }
 
     /// Creates an emulated switch of `vendor` in `dir` (which holds `bin/` for its
-    /// commands) running `initial` — a configuration in the vendor's own form.
-    pub fn install(dir: &Path, vendor: &str, initial: &str) -> Device {
+    /// commands, each running `mltctl lab emulate` of the mltctl at `mltctl`) running
+    /// `initial` — a configuration in the vendor's own form.
+    pub fn install(dir: &Path, vendor: &str, initial: &str, mltctl: &Path) -> Device {
         fs::create_dir_all(dir.join("bin")).unwrap();
         fs::write(dir.join("vendor"), vendor).unwrap();
-        let me = std::env::current_exe().unwrap();
+        let program = mltctl.to_str().filter(|p| !p.contains('\''));
+        let program = program.expect("mltctl's path is text without a single quote");
         for name in COMMANDS {
-            let link = dir.join("bin").join(name);
-            let _ = fs::remove_file(&link);
-            std::os::unix::fs::symlink(&me, &link).unwrap();
+            let script = dir.join("bin").join(name);
+            let _ = fs::remove_file(&script);
+            fs::write(
+                &script,
+                format!("#!/bin/sh\nexec '{program}' lab emulate {name} \"$@\"\n"),
+            )
+            .unwrap();
+            fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
         }
         let device = Device::at(dir);
         match vendor {
@@ -356,7 +364,14 @@ impl Device {
         // reaps it.
         #[allow(clippy::zombie_processes)]
         Command::new(std::env::current_exe().unwrap())
-            .args([TIMER_FLAG, self.dir.to_str().unwrap(), name, &token])
+            .args([
+                "lab",
+                "emulate",
+                TIMER_FLAG,
+                self.dir.to_str().unwrap(),
+                name,
+                &token,
+            ])
             .arg(seconds.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -21,7 +21,12 @@ pub struct HostArgs {
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub forks: u16,
     /// Directory on every host for the endhost binary and the host's files.
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/mltctl")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/var/lib/mltctl",
+        env = "MLTCTL_REMOTE_DIR"
+    )]
     pub remote_dir: String,
     /// Print one JSON object per line: {"event":"host"|"summary", ...}; launch adds
     /// {"event":"launched", ...} with what it prints without --json.

@@ -1,8 +1,24 @@
-//! `mltctl lab`: the emulated switches' commands.
+//! `mltctl lab`: a fabric on this machine to rehearse on (`up`, `status`, `down`), and
+//! the emulated switches' commands.
 
-use super::Failure;
+use std::path::PathBuf;
 
-/// The lab: emulated switches to rehearse on.
+use anyhow::Context;
+use mltctl::lab::fabric::{self, Spec};
+
+use super::{Failure, print, print_json};
+
+/// A lab on this machine: emulated switches and namespace hosts to rehearse on.
+///
+/// `lab up` makes, in network namespaces (root needed): per switch an emulation of its
+/// vendor's OS (SONiC config_db and GCU, EOS sessions with commit timers, NVUE revisions
+/// with --confirm, Onyx CLI) behind a real OpenSSH server, per host a namespace with
+/// sshd and the NIC the inventory names, cabled to its leaf; a management bridge joins
+/// them to this machine. It writes an inventory, a key and known_hosts, so every mltctl
+/// command works on the lab as on a real fabric. This is an emulation, not switches:
+/// each switch's namespace forwards by the static routes it runs (they follow every
+/// commit, confirm, rollback and revert timer), at --rate per port; its queueing (DSCP
+/// classes, strict priority, RED/ECN) is not emulated yet.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -11,7 +27,52 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 pub enum LabCommand {
+    Up(UpArgs),
+    Status(DirArgs),
+    Down(DirArgs),
     Emulate(EmulateArgs),
+}
+
+/// Bring a lab up.
+#[derive(clap::Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The lab's name: prefixes its namespaces and interfaces (1-8 lowercase letters or
+    /// digits).
+    #[arg(long, default_value = "mltlab")]
+    pub name: String,
+    /// Spine switches.
+    #[arg(long, default_value_t = 2)]
+    pub spines: usize,
+    /// Leaf switches, one rack each.
+    #[arg(long, default_value_t = 2)]
+    pub leaves: usize,
+    /// Hosts behind each leaf.
+    #[arg(long, default_value_t = 2)]
+    pub hosts_per_leaf: usize,
+    /// Switch operating systems to rotate through, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "sonic,eos,cumulus,onyx")]
+    pub vendors: Vec<switch_config::Vendor>,
+    /// Every port's rate in Mbit/s: switch ports are shaped to it and the inventory
+    /// gives it as every port's speed.
+    #[arg(long, value_name = "MBPS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub rate_mbps: u64,
+}
+
+#[derive(clap::Args)]
+pub struct DirArgs {
+    /// The lab's directory: its inventory, key, known_hosts and switches' state.
+    #[arg(
+        long,
+        visible_alias = "out",
+        value_name = "DIR",
+        default_value = "mltlab"
+    )]
+    pub dir: PathBuf,
+    /// (status) Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Run one command of an emulated switch (its SSH server runs this; not for people).
@@ -25,9 +86,90 @@ pub struct EmulateArgs {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     match args.command {
+        LabCommand::Up(args) => up(args),
+        LabCommand::Status(args) => status(args),
+        LabCommand::Down(args) => {
+            fabric::down(&args.dir, &mut |line| eprintln!("mltctl lab: {line}"))
+                .context("lab down")?;
+            Ok(())
+        }
         LabCommand::Emulate(args) => {
             let status = mltctl::lab::emulator::run(&args.command);
             std::process::exit(status)
         }
+    }
+}
+
+fn up(args: UpArgs) -> Result<(), Failure> {
+    let dir = std::path::absolute(&args.dir.dir).context("cannot resolve --dir")?;
+    let spec = Spec {
+        name: args.name,
+        dir: dir.clone(),
+        spines: args.spines,
+        leaves: args.leaves,
+        hosts_per_leaf: args.hosts_per_leaf,
+        vendors: args.vendors,
+        rate_mbps: args.rate_mbps,
+        mltctl: std::env::current_exe().context("cannot find mltctl's own path")?,
+    };
+    let layout =
+        fabric::up(&spec, &mut |line| eprintln!("mltctl lab: {line}")).map_err(|e| match e {
+            fabric::LabError::Refused(why) => Failure::Usage(why),
+            other => Failure::Error(other.into()),
+        })?;
+    let vendors: Vec<String> = layout
+        .switches
+        .iter()
+        .filter_map(|s| s.vendor.clone())
+        .collect();
+    print(&format!(
+        "lab `{name}` is up in {dir}: {switches} emulated switches ({vendors}), {hosts} hosts.\n\
+         It is an emulation for rehearsal: switches forward by the routes they run, at the\n\
+         port rate; their queueing is not emulated yet. Work on it as on a fabric:\n\
+         \n  export MLTCTL_INVENTORY={dir}/inventory.yaml MLTCTL_KNOWN_HOSTS={dir}/known_hosts \\\n\
+         \x20        MLTCTL_REMOTE_DIR={dir}/remote\n\
+         \x20 mltctl play playbooks/site.yml\n\
+         \x20 mltctl lab status --dir {dir}\n\
+         \x20 mltctl lab down --dir {dir}\n",
+        name = layout.name,
+        dir = dir.display(),
+        switches = layout.switches.len(),
+        vendors = vendors.join(", "),
+        hosts = layout.hosts.len(),
+    ))?;
+    Ok(())
+}
+
+fn status(args: DirArgs) -> Result<(), Failure> {
+    let members = fabric::status(&args.dir).context("lab status")?;
+    if args.json {
+        print_json(&members)?;
+    } else {
+        let mut text = String::new();
+        for m in &members {
+            let routes = m
+                .static_routes
+                .map(|n| format!(", forwards by {n} static route(s)"))
+                .unwrap_or_default();
+            let error = m
+                .dataplane_error
+                .as_deref()
+                .map(|e| format!(", data plane error: {e}"))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "{:<10} {:<6} namespace {}, ssh {}{routes}{error}\n",
+                m.name,
+                m.kind,
+                if m.namespace { "up" } else { "MISSING" },
+                if m.ssh { "answers" } else { "DOES NOT ANSWER" },
+            ));
+        }
+        print(&text)?;
+    }
+    let healthy = members.iter().all(|m| m.namespace && m.ssh);
+    if healthy {
+        Ok(())
+    } else {
+        Err(Failure::SwitchesUnreachable)
     }
 }

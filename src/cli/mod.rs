@@ -106,7 +106,7 @@ pub struct InventoryArg {
 #[derive(clap::Args)]
 pub struct SshArgs {
     /// OpenSSH known_hosts file to check host keys against [default: ~/.ssh/known_hosts].
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MLTCTL_KNOWN_HOSTS")]
     pub known_hosts: Option<PathBuf>,
     /// Record the host key of a device that has none in known_hosts. A changed key is
     /// always refused.

@@ -3,4 +3,6 @@
 //! mltctl command works on the lab as on a real fabric, and nothing outside this module
 //! knows it is a lab.
 
+pub mod dataplane;
 pub mod emulator;
+pub mod fabric;

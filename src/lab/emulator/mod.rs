@@ -51,6 +51,8 @@ pub const COMMANDS: &[&str] = &[
 ];
 
 const TIMER_FLAG: &str = "--emulator-timer";
+/// The file that marks a switch with a data plane.
+const DATAPLANE: &str = "dataplane";
 
 /// Runs one command of an emulated switch (`args[0]` is its name, or a timer's flag)
 /// and returns its exit status.
@@ -76,6 +78,7 @@ pub fn run(args: &[String]) -> i32 {
     let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| args.join(" "));
     device.pause_if_asked(&format!("{command}\n{stdin}"));
     let mut out = device.run(args, &stdin);
+    device.sync_dataplane();
     let reads = ["show running-config", "sonic-cfggen -d", "nv config show"];
     if reads
         .iter()
@@ -237,11 +240,34 @@ impl Device {
                     "faults",
                     "paused",
                     "resume",
+                    DATAPLANE,
+                    "dataplane.log",
                 ]
                 .contains(&name.as_str())
                 && !name.starts_with("ssh_host")
         });
         files
+    }
+
+    /// Gives the switch a data plane: from its next command on, the network namespace
+    /// its commands run in forwards by the routes it runs (see [`crate::lab::dataplane`]).
+    pub fn enable_dataplane(&self) {
+        self.write(DATAPLANE, "");
+    }
+
+    /// Makes the kernel of this namespace forward by the routes the switch runs, if it
+    /// has a data plane; a failure is kept in `dataplane.log`.
+    fn sync_dataplane(&self) {
+        if !self.dir.join(DATAPLANE).exists() {
+            return;
+        }
+        let routes = crate::lab::dataplane::running_routes(&self.vendor, &self.running());
+        match crate::lab::dataplane::install(&routes) {
+            Ok(()) => {
+                self.remove("dataplane.log");
+            }
+            Err(e) => self.write("dataplane.log", &format!("{e}\n")),
+        }
     }
 
     pub fn set_faults(&self, lines: &[&str]) {
@@ -474,7 +500,9 @@ fn run_timer(args: &[String]) -> i32 {
         .iter()
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
-    device.run_locked(&action, "").status
+    let status = device.run_locked(&action, "").status;
+    device.sync_dataplane();
+    status
 }
 
 /// `hh:mm:ss`, `Ns`, `Nm`, `Nh` or bare minutes, in seconds.

@@ -1,0 +1,657 @@
+//! Bringing a lab up and down: network namespaces for switches and hosts, a management
+//! bridge, cables, SSH servers, and the inventory, key and known_hosts that point at
+//! them.
+//!
+//! Layout of a lab directory:
+//! - `lab.json`: what the lab is made of (written before anything is created, so that
+//!   `down` finds it all, also after a crash);
+//! - `inventory.yaml`, `id_ed25519`, `known_hosts`: what mltctl needs to work on it;
+//! - `devices/NAME/`: an emulated switch (see [`super::emulator`]);
+//! - `hosts/NAME/`: a host's SSH server files.
+
+use std::fs;
+use std::net::{Ipv4Addr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::emulator::Device;
+use crate::generate::{Shape, fabric_yaml_shaped};
+use crate::inventory::{self, Inventory};
+
+const SSHD: &str = "/usr/sbin/sshd";
+/// The management network: the addresses `mltctl generate` gives, and the bridge's.
+const MGMT_BRIDGE_ADDRESS: &str = "10.250.255.254/16";
+const MGMT_PREFIX: &str = "10.250.0.0/16";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("`{command}` failed: {output}")]
+    Command { command: String, output: String },
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+    let what = what.into();
+    move |source| LabError::Io { what, source }
+}
+
+/// What `lab up` builds.
+pub struct Spec {
+    pub name: String,
+    pub dir: PathBuf,
+    pub spines: usize,
+    pub leaves: usize,
+    pub hosts_per_leaf: usize,
+    /// Rotated through the switches, spines first.
+    pub vendors: Vec<switch_config::Vendor>,
+    /// Every port's rate (switch ports shape to it; the inventory says it).
+    pub rate_mbps: u64,
+    /// The mltctl the emulated switches run.
+    pub mltctl: PathBuf,
+}
+
+/// What a lab is made of, as `lab.json` keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Layout {
+    pub name: String,
+    pub bridge: String,
+    pub switches: Vec<Member>,
+    pub hosts: Vec<Member>,
+}
+
+/// A switch or host of the lab.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Member {
+    pub name: String,
+    pub namespace: String,
+    pub mgmt: String,
+    /// The switch's vendor; none for a host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+}
+
+impl Layout {
+    fn namespaces(&self) -> impl Iterator<Item = &str> {
+        self.switches
+            .iter()
+            .chain(&self.hosts)
+            .map(|m| m.namespace.as_str())
+    }
+}
+
+fn layout_file(dir: &Path) -> PathBuf {
+    dir.join("lab.json")
+}
+
+/// Reads the layout of the lab in `dir`.
+pub fn layout(dir: &Path) -> Result<Layout, LabError> {
+    let file = layout_file(dir);
+    let text = fs::read_to_string(&file).map_err(io(format!(
+        "no lab in {} (cannot read {})",
+        dir.display(),
+        file.display()
+    )))?;
+    serde_json::from_str(&text)
+        .map_err(|e| LabError::Refused(format!("{}: not a lab layout: {e}", file.display())))
+}
+
+/// Builds the lab; on any failure, removes what it made and says why.
+pub fn up(spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Layout, LabError> {
+    preflight(spec)?;
+    fs::create_dir_all(&spec.dir).map_err(io(format!("cannot create {}", spec.dir.display())))?;
+    let inventory = write_inventory(spec)?;
+    let layout = plan_layout(spec, &inventory);
+    fs::write(
+        layout_file(&spec.dir),
+        serde_json::to_string_pretty(&layout).expect("a layout serialises"),
+    )
+    .map_err(io("cannot write lab.json"))?;
+    match build(spec, &inventory, &layout, say) {
+        Ok(()) => Ok(layout),
+        Err(e) => {
+            say("the lab did not come up; removing what was made");
+            down(&spec.dir, &mut |_| {}).ok();
+            Err(e)
+        }
+    }
+}
+
+fn preflight(spec: &Spec) -> Result<(), LabError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(LabError::Refused(
+            "the lab needs root (it makes network namespaces)".into(),
+        ));
+    }
+    if !Path::new(SSHD).exists() {
+        return Err(LabError::Refused(format!(
+            "{SSHD} is missing (Debian package openssh-server; scripts/setup installs it)"
+        )));
+    }
+    if spec.name.is_empty()
+        || spec.name.len() > 8
+        || !spec
+            .name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    {
+        return Err(LabError::Refused(format!(
+            "lab name `{}`: 1 to 8 lowercase letters or digits (it prefixes interface names)",
+            spec.name
+        )));
+    }
+    if layout_file(&spec.dir).exists() {
+        return Err(LabError::Refused(format!(
+            "a lab is already up in {} (`mltctl lab down --dir {}` first)",
+            spec.dir.display(),
+            spec.dir.display()
+        )));
+    }
+    let routes = run("ip", &["-4", "route", "show", "match", MGMT_PREFIX])?;
+    let overlapping: Vec<&str> = routes
+        .lines()
+        .filter(|l| !l.starts_with("default") && !l.trim().is_empty())
+        .collect();
+    if !overlapping.is_empty() {
+        return Err(LabError::Refused(format!(
+            "this machine already routes the lab's management network {MGMT_PREFIX}: {} \
+             (another lab is up, or the network is in use)",
+            overlapping.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// The generated fabric, logging in as root with the lab's own key.
+fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
+    let vendor = |i: usize| spec.vendors[i % spec.vendors.len()];
+    let shape = Shape {
+        spines: (0..spec.spines).map(vendor).collect(),
+        leaves: (0..spec.leaves)
+            .map(|l| (vendor(spec.spines + l), spec.hosts_per_leaf))
+            .collect(),
+        layers: 16,
+        params_per_layer: 1_000_000,
+    };
+    if spec.vendors.is_empty() || spec.spines == 0 || spec.leaves == 0 || spec.hosts_per_leaf == 0 {
+        return Err(LabError::Refused(
+            "a lab needs a vendor, a spine, a leaf and a host per leaf".into(),
+        ));
+    }
+    let yaml = fabric_yaml_shaped(&shape).map_err(|e| LabError::Refused(format!("{e:#}")))?;
+    // Every port at the lab's rate; the transport's delay thresholds at the round trip
+    // of software forwarding through namespaces (about a millisecond on a busy
+    // machine, where a datacenter fabric has microseconds).
+    let speed = format!("speed: {}M", spec.rate_mbps);
+    let yaml = yaml
+        .replace("speed: 100G", &speed)
+        .replace("speed: 400G", &speed)
+        .replace(
+            "  collective: ring\n",
+            "  collective: ring\n  rate_control: {t_low_us: 2000, t_high_us: 20000}\n",
+        );
+    let key = spec.dir.join("id_ed25519");
+    let generated_login = "  mgmt:\n    user: admin\n    key: {agent: true}\n";
+    if !yaml.contains(generated_login) {
+        return Err(LabError::Refused(
+            "the generated inventory has no login defaults to replace".into(),
+        ));
+    }
+    let yaml = yaml
+        .replace(
+            generated_login,
+            &format!("  mgmt:\n    user: root\n    key: {{file: {}}}\n", key.display()),
+        )
+        .replace(
+            "# Management addresses are in 10.250.0.0/16 and reach nothing: use it for dry runs and scale tests.",
+            &format!(
+                "# The lab `{}`: emulated switches and namespace hosts on this machine (mltctl lab up).",
+                spec.name
+            ),
+        );
+    keygen(&key)?;
+    fs::copy(key.with_extension("pub"), spec.dir.join("authorized_keys"))
+        .map_err(io("cannot write authorized_keys"))?;
+    let path = spec.dir.join("inventory.yaml");
+    fs::write(&path, yaml).map_err(io("cannot write inventory.yaml"))?;
+    inventory::load(&path)
+        .map_err(|e| LabError::Refused(format!("the lab's inventory is not valid: {e:#}")))
+}
+
+fn plan_layout(spec: &Spec, inv: &Inventory) -> Layout {
+    let member = |name: &str, mgmt: &str, vendor: Option<String>| Member {
+        name: name.to_string(),
+        namespace: format!("{}-{name}", spec.name),
+        mgmt: mgmt.to_string(),
+        vendor,
+    };
+    Layout {
+        name: spec.name.clone(),
+        bridge: format!("{}0", spec.name),
+        switches: inv
+            .switches
+            .iter()
+            .map(|s| member(&s.name, &s.mgmt.address, Some(s.vendor.to_string())))
+            .collect(),
+        hosts: inv
+            .hosts
+            .iter()
+            .map(|h| member(&h.name, &h.mgmt.address, None))
+            .collect(),
+    }
+}
+
+fn build(
+    spec: &Spec,
+    inv: &Inventory,
+    layout: &Layout,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), LabError> {
+    fs::create_dir_all("/run/sshd").map_err(io("cannot create /run/sshd"))?;
+    run("ip", &["link", "add", &layout.bridge, "type", "bridge"])?;
+    run(
+        "ip",
+        &["addr", "add", MGMT_BRIDGE_ADDRESS, "dev", &layout.bridge],
+    )?;
+    run("ip", &["link", "set", &layout.bridge, "up"])?;
+    let members: Vec<&Member> = layout.switches.iter().chain(&layout.hosts).collect();
+    for (index, member) in members.iter().enumerate() {
+        add_namespace(layout, member, index)?;
+    }
+    say(&format!(
+        "{} switch and {} host namespaces on the management bridge {}",
+        layout.switches.len(),
+        layout.hosts.len(),
+        layout.bridge
+    ));
+    cable(spec, inv, layout)?;
+    say("cabled: every leaf to every spine, every host to its leaf");
+    let mut known_hosts = String::new();
+    for (switch, member) in inv.switches.iter().zip(&layout.switches) {
+        let dir = spec.dir.join("devices").join(&switch.name);
+        let device = Device::install(
+            &dir,
+            &switch.vendor.to_string(),
+            &empty_config(switch.vendor),
+            &spec.mltctl,
+        );
+        // Empty, it runs no route yet; its first command that changes one installs it.
+        device.enable_dataplane();
+        let cli = matches!(
+            switch.vendor,
+            switch_config::Vendor::Eos | switch_config::Vendor::Onyx
+        );
+        known_hosts.push_str(&start_sshd(spec, member, &device.dir, Some(cli))?);
+    }
+    for member in &layout.hosts {
+        let dir = spec.dir.join("hosts").join(&member.name);
+        fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        known_hosts.push_str(&start_sshd(spec, member, &dir, None)?);
+    }
+    fs::write(spec.dir.join("known_hosts"), known_hosts).map_err(io("cannot write known_hosts"))?;
+    for member in &members {
+        wait_for_ssh(member)?;
+    }
+    say("every switch and host answers SSH on its management address");
+    Ok(())
+}
+
+/// A factory-empty switch: nothing of the plan configured.
+fn empty_config(vendor: switch_config::Vendor) -> String {
+    match vendor {
+        switch_config::Vendor::Sonic => "{}".into(),
+        _ => String::new(),
+    }
+}
+
+fn add_namespace(layout: &Layout, member: &Member, index: usize) -> Result<(), LabError> {
+    let ns = &member.namespace;
+    run("ip", &["netns", "add", ns])?;
+    sh(
+        ns,
+        "ip link set lo up && sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.disable_ipv6=1 \
+         net.ipv6.conf.default.disable_ipv6=1 net.ipv4.conf.all.rp_filter=0 \
+         net.ipv4.conf.default.rp_filter=0",
+    )?;
+    let outside = management_cable(&layout.name, index);
+    run(
+        "ip",
+        &[
+            "link", "add", &outside, "type", "veth", "peer", "name", "mgmt0", "netns", ns,
+        ],
+    )?;
+    run(
+        "ip",
+        &["link", "set", &outside, "master", &layout.bridge, "up"],
+    )?;
+    sh(
+        ns,
+        &format!(
+            "ip addr add {}/16 dev mgmt0 && ip link set mgmt0 up",
+            member.mgmt
+        ),
+    )
+}
+
+/// This machine's end of the management cable of the lab's `index`th member.
+fn management_cable(lab: &str, index: usize) -> String {
+    format!("{lab}m{index}")
+}
+
+/// The name of a switch port in its namespace (interface names take no `/`), with the
+/// vendor's name as its alias.
+pub fn interface_name(port: &str) -> String {
+    let name: String = port.replace('/', "_").chars().take(15).collect();
+    name
+}
+
+fn cable(spec: &Spec, inv: &Inventory, layout: &Layout) -> Result<(), LabError> {
+    let ns = |switch: usize| layout.switches[switch].namespace.as_str();
+    let mut wired: Vec<(usize, usize)> = Vec::new();
+    for link in &inv.uplinks {
+        let leaf = &inv.switches[link.leaf];
+        let spine = &inv.switches[link.spine];
+        let (leaf_port, spine_port) = (&leaf.ports[link.leaf_port], &spine.ports[link.spine_port]);
+        veth(
+            (ns(link.leaf), &interface_name(&leaf_port.name)),
+            (ns(link.spine), &interface_name(&spine_port.name)),
+            9216,
+        )?;
+        wired.push((link.leaf, link.leaf_port));
+        wired.push((link.spine, link.spine_port));
+    }
+    for rack in &inv.racks {
+        let prefix = rack.subnet.prefix_len();
+        sh(
+            ns(rack.leaf),
+            &format!(
+                "ip link add rack0 mtu 9216 address {mac} type bridge && ip link set rack0 up && \
+                 ip addr add {ip}/{prefix} dev rack0",
+                mac = rack.gateway_mac,
+                ip = rack.gateway_ip
+            ),
+        )?;
+    }
+    for link in &inv.downlinks {
+        let host = &inv.hosts[link.host];
+        let leaf_port = &inv.switches[link.leaf].ports[link.leaf_port];
+        let port = interface_name(&leaf_port.name);
+        veth(
+            (&layout.hosts[link.host].namespace, &host.nic.name),
+            (ns(link.leaf), &port),
+            9216,
+        )?;
+        // The NIC as the host's installer left it: its MAC, MTU 1500, no addresses.
+        sh(
+            &layout.hosts[link.host].namespace,
+            &format!(
+                "ip link set {} mtu 1500 address {}",
+                host.nic.name, host.nic.mac
+            ),
+        )?;
+        sh(ns(link.leaf), &format!("ip link set {port} master rack0"))?;
+        wired.push((link.leaf, link.leaf_port));
+    }
+    for (switch, port_index) in wired {
+        let port = &inv.switches[switch].ports[port_index];
+        let name = interface_name(&port.name);
+        let mut script = format!("ip link set {name} alias '{}'", port.name);
+        if let Some(ip) = port.ip {
+            script.push_str(&format!(" && ip addr add {ip} dev {name}"));
+        }
+        script.push_str(&format!(
+            " && tc qdisc replace dev {name} root tbf rate {}mbit burst 64kb latency 20ms",
+            spec.rate_mbps
+        ));
+        sh(ns(switch), &script)?;
+    }
+    Ok(())
+}
+
+fn veth(a: (&str, &str), b: (&str, &str), mtu: u32) -> Result<(), LabError> {
+    let mtu = mtu.to_string();
+    run(
+        "ip",
+        &[
+            "-n", a.0, "link", "add", a.1, "mtu", &mtu, "type", "veth", "peer", "name", b.1,
+            "netns", b.0, "mtu", &mtu,
+        ],
+    )?;
+    sh(a.0, &format!("ip link set {} up", a.1))?;
+    sh(b.0, &format!("ip link set {} up", b.1))
+}
+
+/// Starts a member's SSH server (daemonised, in its namespace); its known_hosts line.
+/// `cli`: a switch (logging in to its CLI when true, to a shell with the vendor's
+/// commands otherwise); None: a host.
+fn start_sshd(
+    spec: &Spec,
+    member: &Member,
+    dir: &Path,
+    cli: Option<bool>,
+) -> Result<String, LabError> {
+    let host_key = dir.join("ssh_host_ed25519_key");
+    keygen(&host_key)?;
+    let mut config = format!(
+        "Port 22\nListenAddress {ip}\nHostKey {key}\nPidFile {pid}\nAuthorizedKeysFile {keys}\n\
+         StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+         PermitRootLogin prohibit-password\nMaxStartups 100\nMaxSessions 100\nLogLevel ERROR\n\
+         Subsystem sftp internal-sftp\n",
+        ip = member.mgmt,
+        key = host_key.display(),
+        pid = dir.join("sshd.pid").display(),
+        keys = spec.dir.join("authorized_keys").display(),
+    );
+    if let Some(cli) = cli {
+        let dev = dir.display();
+        config.push_str(&format!(
+            "SetEnv MLT_DEVICE={dev} HOME={dev} PATH={dev}/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin\n"
+        ));
+        if cli {
+            config.push_str(&format!("ForceCommand {dev}/bin/cli\n"));
+        }
+    }
+    let config_path = dir.join("sshd_config");
+    fs::write(&config_path, config).map_err(io("cannot write sshd_config"))?;
+    let log = dir.join("sshd.log");
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &member.namespace,
+            SSHD,
+            "-f",
+            &config_path.to_string_lossy(),
+            "-E",
+            &log.to_string_lossy(),
+        ],
+    )?;
+    let public =
+        fs::read_to_string(host_key.with_extension("pub")).map_err(io("cannot read a host key"))?;
+    let key: Vec<&str> = public.split_whitespace().take(2).collect();
+    Ok(format!("{} {}\n", member.mgmt, key.join(" ")))
+}
+
+fn wait_for_ssh(member: &Member) -> Result<(), LabError> {
+    let address: Ipv4Addr = member
+        .mgmt
+        .parse()
+        .map_err(|_| LabError::Refused(format!("{}: bad management address", member.name)))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&(address, 22).into(), Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(LabError::Refused(format!(
+        "{}'s SSH server does not answer on {}:22",
+        member.name, member.mgmt
+    )))
+}
+
+/// Removes everything the lab in `dir` made: its processes, namespaces, bridge and
+/// directory. Parts already gone are skipped.
+pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
+    let layout = layout(dir)?;
+    let mut killed = Vec::new();
+    let mut removed = 0;
+    for ns in layout.namespaces() {
+        if !Path::new("/run/netns").join(ns).exists() {
+            continue;
+        }
+        if let Ok(pids) = run("ip", &["netns", "pids", ns]) {
+            for pid in pids
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
+                // SAFETY: signalling a process that lives in the lab's namespace.
+                if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                    killed.push(pid);
+                }
+            }
+        }
+        run("ip", &["netns", "del", ns])?;
+        removed += 1;
+    }
+    // A namespace (and its end of a cable) lives on until its last process is gone.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while killed
+        .iter()
+        .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let members = layout.switches.len() + layout.hosts.len();
+    for link in (0..members)
+        .map(|i| management_cable(&layout.name, i))
+        .chain([layout.bridge.clone()])
+    {
+        if Path::new("/sys/class/net").join(&link).exists() {
+            run("ip", &["link", "del", &link])?;
+        }
+    }
+    fs::remove_dir_all(dir).map_err(io(format!("cannot remove {}", dir.display())))?;
+    say(&format!(
+        "removed {removed} namespace(s), {} process(es), the bridge {} and {}",
+        killed.len(),
+        layout.bridge,
+        dir.display()
+    ));
+    Ok(())
+}
+
+/// How a member of a running lab is.
+#[derive(Debug, Serialize)]
+pub struct MemberStatus {
+    pub name: String,
+    pub kind: &'static str,
+    pub namespace: bool,
+    pub ssh: bool,
+    /// (switches) The static routes its namespace forwards by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub static_routes: Option<usize>,
+    /// (switches) Why its data plane could not follow its configuration, if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataplane_error: Option<String>,
+}
+
+pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
+    let layout = layout(dir)?;
+    let mut out = Vec::new();
+    for (kind, member) in layout
+        .switches
+        .iter()
+        .map(|m| ("switch", m))
+        .chain(layout.hosts.iter().map(|m| ("host", m)))
+    {
+        let namespace = Path::new("/run/netns").join(&member.namespace).exists();
+        let ssh = member.mgmt.parse::<Ipv4Addr>().is_ok_and(|a| {
+            TcpStream::connect_timeout(&(a, 22).into(), Duration::from_millis(300)).is_ok()
+        });
+        let (static_routes, dataplane_error) = if kind == "switch" && namespace {
+            let routes = run(
+                "ip",
+                &[
+                    "-n",
+                    &member.namespace,
+                    "-4",
+                    "route",
+                    "show",
+                    "proto",
+                    "static",
+                ],
+            )
+            .map(|r| {
+                r.lines()
+                    .filter(|l| !l.starts_with(char::is_whitespace))
+                    .count()
+            })
+            .ok();
+            let log =
+                fs::read_to_string(dir.join("devices").join(&member.name).join("dataplane.log"))
+                    .ok()
+                    .map(|t| t.trim().to_string());
+            (routes, log)
+        } else {
+            (None, None)
+        };
+        out.push(MemberStatus {
+            name: member.name.clone(),
+            kind,
+            namespace,
+            ssh,
+            static_routes,
+            dataplane_error,
+        });
+    }
+    Ok(out)
+}
+
+fn keygen(path: &Path) -> Result<(), LabError> {
+    let _ = fs::remove_file(path);
+    run(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &path.to_string_lossy(),
+        ],
+    )
+    .map(|_| ())
+}
+
+fn run(program: &str, args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(io(format!("cannot run {program}")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(LabError::Command {
+            command: format!("{program} {}", args.join(" ")),
+            output: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+fn sh(ns: &str, script: &str) -> Result<(), LabError> {
+    run("ip", &["netns", "exec", ns, "sh", "-c", script]).map(|_| ())
+}

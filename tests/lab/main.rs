@@ -1,0 +1,249 @@
+//! `mltctl lab`: a small lab (2 spines, 2 leaves, a host behind each) comes up, the site
+//! playbook runs on it end to end, an allreduce crosses the switches' data plane, a
+//! rollback shows in that data plane, and `lab down` leaves nothing behind. Needs root
+//! and sshd; reported as ignored otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use libtest_mimic::{Arguments, Trial};
+use serde_json::Value;
+
+const SSHD: &str = "/usr/sbin/sshd";
+const NAME: &str = "mltci";
+
+fn main() {
+    let args = Arguments::from_args();
+    let skip = if unsafe { libc::geteuid() } != 0 {
+        Some("needs root (network namespaces)".to_string())
+    } else if !Path::new(SSHD).exists() {
+        Some(format!("{SSHD} is missing (Debian package openssh-server)"))
+    } else {
+        None
+    };
+    if let Some(why) = &skip {
+        eprintln!("lab tests skipped: {why}");
+    }
+    let trial = Trial::test(
+        "a_lab_comes_up_runs_the_playbook_and_an_allreduce_and_goes_down_without_a_trace",
+        || {
+            lab_end_to_end();
+            Ok(())
+        },
+    )
+    .with_ignored_flag(skip.is_some());
+    libtest_mimic::run(&args, vec![trial]).exit();
+}
+
+fn mltctl() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mltctl"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The lab in a scratch directory; dropping it brings the lab down, whatever happened.
+struct Lab {
+    dir: PathBuf,
+}
+
+impl Lab {
+    fn up() -> Lab {
+        let dir = std::env::temp_dir().join(format!("mltctl-lab-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let lab = Lab { dir };
+        let out = Command::new(mltctl())
+            .args([
+                "lab",
+                "up",
+                "--name",
+                NAME,
+                "--hosts-per-leaf",
+                "1",
+                "--dir",
+            ])
+            .arg(&lab.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("emulation for rehearsal"),
+            "{}",
+            text(&out)
+        );
+        lab
+    }
+
+    /// mltctl with the lab's inventory, known_hosts and remote directory, as `lab up`
+    /// tells a user to export them.
+    fn mltctl(&self, args: &[&str]) -> Output {
+        Command::new(mltctl())
+            .args(args)
+            .env("MLTCTL_INVENTORY", self.dir.join("inventory.yaml"))
+            .env("MLTCTL_KNOWN_HOSTS", self.dir.join("known_hosts"))
+            .env("MLTCTL_REMOTE_DIR", self.dir.join("remote"))
+            .env_remove("MLTCTL_STATE_DIR")
+            .env_remove("SSH_AUTH_SOCK")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    }
+
+    fn static_routes(&self) -> Vec<(String, u64)> {
+        let out = self.mltctl(&[
+            "lab",
+            "status",
+            "--json",
+            "--dir",
+            &self.dir.to_string_lossy(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+        let members: Value = serde_json::from_slice(&out.stdout).unwrap();
+        members
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["kind"] == "switch")
+            .map(|m| {
+                assert!(m.get("dataplane_error").is_none(), "{m}");
+                (
+                    m["name"].as_str().unwrap().to_string(),
+                    m["static_routes"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// An allreduce on every host, through the transports `launch` started.
+    fn allreduce(&self) -> Vec<Value> {
+        let endhost = mltctl().with_file_name("endhost");
+        let clients: Vec<_> = ["h1", "h2"]
+            .iter()
+            .map(|host| {
+                Command::new("ip")
+                    .args(["netns", "exec", &format!("{NAME}-{host}")])
+                    .arg(&endhost)
+                    .args(["allreduce", "--socket"])
+                    .arg(self.dir.join("remote").join(format!("{host}.sock")))
+                    .args(["--size", "4MiB", "--iterations", "2", "--json"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        clients
+            .into_iter()
+            .flat_map(|client| {
+                let out = client.wait_with_output().unwrap();
+                assert!(out.status.success(), "{}", text(&out));
+                json_lines(&out)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if self.dir.join("lab.json").exists() {
+            let _ = Command::new(mltctl())
+                .args(["lab", "down", "--dir"])
+                .arg(&self.dir)
+                .output();
+        }
+    }
+}
+
+fn lab_end_to_end() {
+    let lab = Lab::up();
+    let switches = ["spine1", "spine2", "leaf1", "leaf2"];
+    assert!(
+        lab.static_routes().iter().all(|(_, n)| *n == 0),
+        "factory-empty switches forward by no static route"
+    );
+
+    let out = lab.mltctl(&["play", "playbooks/site.yml", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lines = json_lines(&out);
+    let recap = lines.iter().find(|l| l["event"] == "recap").unwrap();
+    for device in recap["devices"].as_array().unwrap() {
+        assert_eq!(device["failed"], 0, "{device}");
+        assert_eq!(device["unreachable"], 0, "{device}");
+    }
+    assert!(
+        lines.iter().any(|l| l["event"] == "launched"),
+        "{}",
+        text(&out)
+    );
+    let vendors: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["event"] == "device" && l["status"] == "changed")
+        .filter_map(|l| l["vendor"].as_str())
+        .collect();
+    for vendor in ["sonic", "eos", "cumulus", "onyx"] {
+        assert!(vendors.contains(&vendor), "{vendor} changed: {vendors:?}");
+    }
+    // Every switch now forwards by the routes apply pushed to it.
+    for (name, routes) in lab.static_routes() {
+        assert!(routes >= 4, "{name} forwards by {routes} static route(s)");
+    }
+
+    let results = lab.allreduce();
+    assert_eq!(results.len(), 4, "{results:?}");
+    for r in &results {
+        // The lab's job may drop up to its loss bound (1%).
+        assert!(r["delivered"].as_f64().unwrap() >= 0.99, "{r}");
+    }
+
+    // Undo the apply on the leaves: they stop forwarding by its routes at once.
+    let history = lab.mltctl(&["history", "--json"]);
+    assert!(history.status.success(), "{}", text(&history));
+    let runs: Value = serde_json::from_slice(&history.stdout).unwrap();
+    let run = runs[0]["run"].as_str().unwrap().to_string();
+    let out = lab.mltctl(&["rollback", "--to", &run, "--limit", "leaf*"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let routes: Vec<(String, u64)> = lab.static_routes();
+    for (name, n) in &routes {
+        if name.starts_with("leaf") {
+            assert_eq!(*n, 0, "{name} still forwards by the rolled-back routes");
+        } else {
+            assert!(*n >= 4, "{name}");
+        }
+    }
+    assert_eq!(routes.len(), switches.len());
+
+    let stop = lab.mltctl(&["stop"]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    let out = Command::new(mltctl())
+        .args(["lab", "down", "--dir"])
+        .arg(&lab.dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left: Vec<String> = String::from_utf8_lossy(&namespaces.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&format!("{NAME}-")))
+        .map(String::from)
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+    assert!(
+        !Path::new("/sys/class/net")
+            .join(format!("{NAME}0"))
+            .exists()
+    );
+    assert!(!lab.dir.exists(), "the lab's directory is left");
+}

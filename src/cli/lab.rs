@@ -28,7 +28,7 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 pub enum LabCommand {
     Up(UpArgs),
-    Status(DirArgs),
+    Status(StatusArgs),
     Down(DirArgs),
     Emulate(EmulateArgs),
 }
@@ -60,6 +60,8 @@ pub struct UpArgs {
     pub rate_mbps: u64,
 }
 
+/// Remove the lab: every process in its namespaces, the namespaces, cables, bridge and
+/// directory (also after a crash).
 #[derive(clap::Args)]
 pub struct DirArgs {
     /// The lab's directory: its inventory, key, known_hosts and switches' state.
@@ -70,7 +72,15 @@ pub struct DirArgs {
         default_value = "mltlab"
     )]
     pub dir: PathBuf,
-    /// (status) Print JSON.
+}
+
+/// Per switch and host: its namespace, whether SSH answers, and (switches) the static
+/// routes its data plane forwards by. Exit 5 when a part is missing.
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -140,8 +150,8 @@ fn up(args: UpArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn status(args: DirArgs) -> Result<(), Failure> {
-    let members = fabric::status(&args.dir).context("lab status")?;
+fn status(args: StatusArgs) -> Result<(), Failure> {
+    let members = fabric::status(&args.dir.dir).context("lab status")?;
     if args.json {
         print_json(&members)?;
     } else {

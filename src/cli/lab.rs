@@ -17,7 +17,7 @@ use super::{Failure, print, print_json};
 /// them to this machine. It writes an inventory, a key and known_hosts, so every mltctl
 /// command works on the lab as on a real fabric. This is an emulation, not switches:
 /// each switch's namespace forwards by the static routes it runs (they follow every
-/// commit, confirm, rollback and revert timer), at --rate per port; its queueing (DSCP
+/// commit, confirm, rollback and revert timer), at --rate-mbps per port; its queueing (DSCP
 /// classes, strict priority, RED/ECN) is not emulated yet.
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,7 +28,11 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 pub enum LabCommand {
     Up(UpArgs),
+    /// Per switch and host: its namespace, whether SSH answers, and (switches) the
+    /// static routes its data plane forwards by. Exit 5 when a part is missing.
     Status(StatusArgs),
+    /// Remove the lab: every process in its namespaces, the namespaces, cables, bridge
+    /// and directory (also after a crash).
     Down(DirArgs),
     Emulate(EmulateArgs),
 }
@@ -60,8 +64,6 @@ pub struct UpArgs {
     pub rate_mbps: u64,
 }
 
-/// Remove the lab: every process in its namespaces, the namespaces, cables, bridge and
-/// directory (also after a crash).
 #[derive(clap::Args)]
 pub struct DirArgs {
     /// The lab's directory: its inventory, key, known_hosts and switches' state.
@@ -74,8 +76,6 @@ pub struct DirArgs {
     pub dir: PathBuf,
 }
 
-/// Per switch and host: its namespace, whether SSH answers, and (switches) the static
-/// routes its data plane forwards by. Exit 5 when a part is missing.
 #[derive(clap::Args)]
 pub struct StatusArgs {
     #[command(flatten)]

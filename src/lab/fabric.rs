@@ -191,14 +191,16 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
     let yaml = fabric_yaml_shaped(&shape).map_err(|e| LabError::Refused(format!("{e:#}")))?;
     // Every port at the lab's rate; the transport's delay thresholds at the round trip
     // of software forwarding through namespaces (about a millisecond on a busy
-    // machine, where a datacenter fabric has microseconds).
+    // machine, where a datacenter fabric has microseconds); DPDK (--datapath dpdk) over
+    // the hosts' veth NICs.
     let speed = format!("speed: {}M", spec.rate_mbps);
     let yaml = yaml
         .replace("speed: 100G", &speed)
         .replace("speed: 400G", &speed)
         .replace(
             "  collective: ring\n",
-            "  collective: ring\n  rate_control: {t_low_us: 2000, t_high_us: 20000}\n",
+            "  collective: ring\n  rate_control: {t_low_us: 2000, t_high_us: 20000}\n  \
+             datapath: {driver: af_packet}\n",
         );
     let key = spec.dir.join("id_ed25519");
     let generated_login = "  mgmt:\n    user: admin\n    key: {agent: true}\n";
@@ -542,6 +544,11 @@ pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
         if Path::new("/sys/class/net").join(&link).exists() {
             run("ip", &["link", "del", &link])?;
         }
+    }
+    // The DPDK runtime directories of the hosts' transports (their file prefix is the
+    // host's name).
+    for host in &layout.hosts {
+        let _ = fs::remove_dir_all(Path::new("/var/run/dpdk").join(&host.name));
     }
     fs::remove_dir_all(dir).map_err(io(format!("cannot remove {}", dir.display())))?;
     say(&format!(

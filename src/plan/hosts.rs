@@ -10,7 +10,9 @@
 
 use std::net::Ipv4Addr;
 
-use endhost_core::config::{DatapathKind, JobConfig, LocalConfig, PeerConfig, TransportConfig};
+use endhost_core::config::{
+    DatapathKind, DpdkDriver, DpdkOptions, JobConfig, LocalConfig, PeerConfig, TransportConfig,
+};
 use endhost_core::host::HostNetworkPlan;
 use endhost_core::host::plan::{self, DpdkPrep};
 use endhost_core::{MacAddr, PciAddr};
@@ -166,7 +168,25 @@ pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
             cores: me.cores.clone(),
         },
         peers,
-        dpdk: Default::default(),
+        dpdk: dpdk_options(plan, me),
+    }
+}
+
+/// How the host starts DPDK, where the plan decides it: over the kernel interface
+/// (`af_packet`), a virtual device in ordinary memory whose RX lcores sleep when idle
+/// (the kernel already wakes them; busy polling would only take the host's cores).
+fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
+    match plan.job.datapath.driver {
+        DpdkDriver::AfPacket => DpdkOptions {
+            vdev: Some(format!(
+                "net_af_packet0,iface={},qpairs={}",
+                me.nic.name, plan.job.datapath.rx_queues
+            )),
+            no_huge: true,
+            rx_idle_sleep_us: 50,
+            ..DpdkOptions::default()
+        },
+        DpdkDriver::VfioPci | DpdkDriver::Mlx5 => DpdkOptions::default(),
     }
 }
 
@@ -197,11 +217,15 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
                 via: r.via,
             })
             .collect(),
-        dpdk: (datapath == DatapathKind::Dpdk).then(|| DpdkPrep {
-            pci: me.nic.pci,
-            hugepages_2m: plan.job.datapath.hugepages_2m(),
-            driver: plan.job.datapath.driver.kernel_driver().into(),
-        }),
+        // A virtual device over the kernel interface needs no preparation.
+        dpdk: match (datapath, plan.job.datapath.driver.kernel_driver()) {
+            (DatapathKind::Dpdk, Some(driver)) => Some(DpdkPrep {
+                pci: me.nic.pci,
+                hugepages_2m: plan.job.datapath.hugepages_2m(),
+                driver: driver.into(),
+            }),
+            _ => None,
+        },
     }
 }
 

@@ -216,14 +216,20 @@ pub enum DpdkDriver {
     /// NVIDIA ConnectX, flow bifurcation: the NIC stays with mlx5_core and keeps its
     /// kernel interface, which DPDK's mlx5 PMD shares.
     Mlx5,
+    /// DPDK's `net_af_packet` virtual device over the NIC's kernel interface: no IOMMU,
+    /// hugepages or binding, and the kernel keeps the NIC (ARP, the control channel).
+    /// Slower than a PMD that owns the NIC; for labs and NICs DPDK has no driver for.
+    AfPacket,
 }
 
 impl DpdkDriver {
-    /// The Linux driver name (`/sys/bus/pci/drivers/NAME`).
-    pub fn kernel_driver(self) -> &'static str {
+    /// The Linux driver the NIC is bound to (`/sys/bus/pci/drivers/NAME`); none when
+    /// DPDK reaches the NIC through its kernel interface.
+    pub fn kernel_driver(self) -> Option<&'static str> {
         match self {
-            DpdkDriver::VfioPci => "vfio-pci",
-            DpdkDriver::Mlx5 => "mlx5_core",
+            DpdkDriver::VfioPci => Some("vfio-pci"),
+            DpdkDriver::Mlx5 => Some("mlx5_core"),
+            DpdkDriver::AfPacket => None,
         }
     }
 }

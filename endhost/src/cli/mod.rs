@@ -21,10 +21,16 @@ Exit codes:
   2  the command line is wrong
   3  (configure) the plan file is invalid; nothing was changed";
 
+/// `--version`: the version and the datapaths this build has.
+#[cfg(feature = "dpdk")]
+const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (datapaths: udp, dpdk)");
+#[cfg(not(feature = "dpdk"))]
+const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (datapaths: udp)");
+
 /// The end-host transport of mltctl: bounded-loss collectives over UDP, with per-packet
 /// DSCP/ECN tagging, TIMELY-like rate control and path spraying (MLT).
 #[derive(clap::Parser)]
-#[command(name = "endhost", version, after_help = EXIT_CODES)]
+#[command(name = "endhost", version, long_version = LONG_VERSION, after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -417,6 +417,7 @@ impl Validator<'_> {
             &[
                 ("vfio-pci", DpdkDriver::VfioPci),
                 ("mlx5", DpdkDriver::Mlx5),
+                ("af_packet", DpdkDriver::AfPacket),
             ],
             defaults.driver,
         );
@@ -434,7 +435,7 @@ impl Validator<'_> {
         &mut self,
         given: Option<&raw::Text>,
         what: &str,
-        choices: &[(&str, T); 2],
+        choices: &[(&str, T)],
         default: T,
     ) -> Option<T> {
         let Some(text) = given else {
@@ -443,8 +444,13 @@ impl Validator<'_> {
         if let Some(&(_, value)) = choices.iter().find(|(name, _)| *name == text.as_str()) {
             return Some(value);
         }
-        let [(first, _), (second, _)] = choices;
-        let msg = format!("unknown {what} `{}` (expected {first} or {second})", **text);
+        let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+        let expected = match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        let msg = format!("unknown {what} `{}` (expected {expected})", **text);
         self.error(text.span(), msg);
         None
     }

@@ -17,7 +17,12 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub host: String,
     /// Where `bootstrap` installed mltctl's files on the host.
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/mltctl")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/var/lib/mltctl",
+        env = "MLTCTL_REMOTE_DIR"
+    )]
     pub remote_dir: String,
     /// [default: the inventory's]
     #[arg(long, value_enum)]

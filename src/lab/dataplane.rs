@@ -144,17 +144,24 @@ pub fn install(routes: &[Route]) -> Result<(), String> {
         .args(["-4", "-j", "route", "show", "proto", "static"])
         .output()
         .map_err(|e| format!("cannot run ip: {e}"))?;
-    let present: Vec<serde_json::Value> = serde_json::from_slice(&shown.stdout).unwrap_or_default();
+    if !shown.status.success() {
+        return Err(format!(
+            "ip route show: {}",
+            String::from_utf8_lossy(&shown.stderr).trim()
+        ));
+    }
+    let present: Vec<serde_json::Value> = serde_json::from_slice(&shown.stdout)
+        .map_err(|e| format!("ip route show printed no JSON: {e}"))?;
     let wanted: BTreeSet<String> = routes.iter().map(|r| r.prefix.to_string()).collect();
     let mut batch = String::new();
     for route in present {
         let Some(dst) = route["dst"].as_str() else {
             continue;
         };
-        let dst = if dst.contains('/') {
-            dst.to_string()
-        } else {
-            format!("{dst}/32")
+        let dst = match dst {
+            "default" => "0.0.0.0/0".to_string(),
+            d if d.contains('/') => d.to_string(),
+            d => format!("{d}/32"),
         };
         if !wanted.contains(&dst) {
             batch.push_str(&format!("route del {dst} proto static\n"));

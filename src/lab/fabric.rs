@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::net::{Ipv4Addr, TcpStream};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -108,19 +109,41 @@ pub fn layout(dir: &Path) -> Result<Layout, LabError> {
 /// Builds the lab; on any failure, removes what it made and says why.
 pub fn up(spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Layout, LabError> {
     preflight(spec)?;
-    fs::create_dir_all(&spec.dir).map_err(io(format!("cannot create {}", spec.dir.display())))?;
-    let inventory = write_inventory(spec)?;
-    let layout = plan_layout(spec, &inventory);
+    // A directory of our own (root's, 0700): the switches' commands in it run as root.
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&spec.dir)
+        .map_err(io(format!("cannot create {}", spec.dir.display())))?;
+    let made = write_inventory(spec).and_then(|inventory| {
+        let layout = plan_layout(spec, &inventory);
+        refuse_taken_names(&layout)?;
+        Ok((inventory, layout))
+    });
+    let (inventory, layout) = match made {
+        Ok(made) => made,
+        Err(e) => {
+            // Nothing exists yet but the directory, which was empty.
+            let _ = fs::remove_dir_all(&spec.dir);
+            return Err(e);
+        }
+    };
     fs::write(
         layout_file(&spec.dir),
         serde_json::to_string_pretty(&layout).expect("a layout serialises"),
     )
     .map_err(io("cannot write lab.json"))?;
-    match build(spec, &inventory, &layout, say) {
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        build(spec, &inventory, &layout, say)
+    }))
+    .unwrap_or_else(|_| Err(LabError::Refused("building the lab panicked".into())));
+    match built {
         Ok(()) => Ok(layout),
         Err(e) => {
             say("the lab did not come up; removing what was made");
-            down(&spec.dir, &mut |_| {}).ok();
+            if let Err(left) = down(&spec.dir, &mut |_| {}) {
+                say(&format!("could not remove everything: {left}"));
+            }
             Err(e)
         }
     }
@@ -157,10 +180,29 @@ fn preflight(spec: &Spec) -> Result<(), LabError> {
             spec.dir.display()
         )));
     }
-    let routes = run("ip", &["-4", "route", "show", "match", MGMT_PREFIX])?;
+    // Paths go into sshd's configuration, shell scripts and YAML as they are.
+    for path in [&spec.dir, &spec.mltctl] {
+        if !plain_path(path) {
+            return Err(LabError::Refused(format!(
+                "{}: the lab's paths may hold only letters, digits, `/`, `.`, `_` and `-`",
+                path.display()
+            )));
+        }
+    }
+    // `down` removes the directory: it must be the lab's alone.
+    if fs::read_dir(&spec.dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(LabError::Refused(format!(
+            "{} exists and is not empty: give the lab a directory of its own",
+            spec.dir.display()
+        )));
+    }
+    let mut routes = run("ip", &["-4", "route", "show", "match", MGMT_PREFIX])?;
+    routes.push_str(&run("ip", &["-4", "route", "show", "root", MGMT_PREFIX])?);
+    let addresses = run("ip", &["-4", "-o", "addr", "show"])?;
     let overlapping: Vec<&str> = routes
         .lines()
         .filter(|l| !l.starts_with("default") && !l.trim().is_empty())
+        .chain(addresses.lines().filter(|l| l.contains(" inet 10.250.")))
         .collect();
     if !overlapping.is_empty() {
         return Err(LabError::Refused(format!(
@@ -170,6 +212,39 @@ fn preflight(spec: &Spec) -> Result<(), LabError> {
         )));
     }
     Ok(())
+}
+
+fn plain_path(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| {
+        p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
+    })
+}
+
+/// Every interface and namespace the lab would make must be free: `down` removes them
+/// by name.
+fn refuse_taken_names(layout: &Layout) -> Result<(), LabError> {
+    let members = layout.switches.len() + layout.hosts.len();
+    let links = (0..members)
+        .map(|i| management_cable(&layout.name, i))
+        .chain([layout.bridge.clone()]);
+    let mut taken: Vec<String> = links
+        .filter(|l| Path::new("/sys/class/net").join(l).exists())
+        .collect();
+    taken.extend(
+        layout
+            .namespaces()
+            .filter(|ns| Path::new("/run/netns").join(ns).exists())
+            .map(|ns| format!("namespace {ns}")),
+    );
+    if taken.is_empty() {
+        return Ok(());
+    }
+    Err(LabError::Refused(format!(
+        "names the lab `{}` would make are taken: {} (another lab, or choose --name)",
+        layout.name,
+        taken.join(", ")
+    )))
 }
 
 /// The generated fabric, logging in as root with the lab's own key.
@@ -194,14 +269,24 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
     // machine, where a datacenter fabric has microseconds); DPDK (--datapath dpdk) over
     // the hosts' veth NICs.
     let speed = format!("speed: {}M", spec.rate_mbps);
-    let yaml = yaml
-        .replace("speed: 100G", &speed)
-        .replace("speed: 400G", &speed)
-        .replace(
+    let mut yaml = yaml;
+    for (from, to) in [
+        ("speed: 100G", speed.as_str()),
+        ("speed: 400G", speed.as_str()),
+        (
             "  collective: ring\n",
             "  collective: ring\n  rate_control: {t_low_us: 2000, t_high_us: 20000}\n  \
              datapath: {driver: af_packet}\n",
-        );
+        ),
+    ] {
+        if !yaml.contains(from) {
+            return Err(LabError::Refused(format!(
+                "the generated inventory has no `{}` to adapt for the lab",
+                from.trim()
+            )));
+        }
+        yaml = yaml.replace(from, to);
+    }
     let key = spec.dir.join("id_ed25519");
     let generated_login = "  mgmt:\n    user: admin\n    key: {agent: true}\n";
     if !yaml.contains(generated_login) {
@@ -507,25 +592,36 @@ fn wait_for_ssh(member: &Member) -> Result<(), LabError> {
 /// directory. Parts already gone are skipped.
 pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
     let layout = layout(dir)?;
+    check_layout(&layout)?;
     let mut killed = Vec::new();
     let mut removed = 0;
+    let mut left = Vec::new();
     for ns in layout.namespaces() {
         if !Path::new("/run/netns").join(ns).exists() {
             continue;
         }
-        if let Ok(pids) = run("ip", &["netns", "pids", ns]) {
-            for pid in pids
+        // Again until none is left: a process may fork while its parent is killed.
+        for _round in 0..10 {
+            let pids = run("ip", &["netns", "pids", ns]).unwrap_or_default();
+            let pids: Vec<i32> = pids
                 .split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-            {
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
                 // SAFETY: signalling a process that lives in the lab's namespace.
-                if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 && !killed.contains(&pid) {
                     killed.push(pid);
                 }
             }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        run("ip", &["netns", "del", ns])?;
-        removed += 1;
+        match run("ip", &["netns", "del", ns]) {
+            Ok(_) => removed += 1,
+            Err(e) => left.push(e.to_string()),
+        }
     }
     // A namespace (and its end of a cable) lives on until its last process is gone.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -541,9 +637,18 @@ pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
         .map(|i| management_cable(&layout.name, i))
         .chain([layout.bridge.clone()])
     {
-        if Path::new("/sys/class/net").join(&link).exists() {
-            run("ip", &["link", "del", &link])?;
+        if Path::new("/sys/class/net").join(&link).exists()
+            && let Err(e) = run("ip", &["link", "del", &link])
+        {
+            left.push(e.to_string());
         }
+    }
+    if !left.is_empty() {
+        return Err(LabError::Refused(format!(
+            "the lab in {} is not all gone (run lab down again): {}",
+            dir.display(),
+            left.join("; ")
+        )));
     }
     // The DPDK runtime directories of the hosts' transports (their file prefix is the
     // host's name).
@@ -558,6 +663,31 @@ pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
         dir.display()
     ));
     Ok(())
+}
+
+/// A layout read from a file names only what a lab makes: plain names, the lab's own
+/// prefix.
+fn check_layout(layout: &Layout) -> Result<(), LabError> {
+    let plain = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    let prefix = format!("{}-", layout.name);
+    let ok = plain(&layout.name)
+        && layout.bridge == format!("{}0", layout.name)
+        && layout
+            .switches
+            .iter()
+            .chain(&layout.hosts)
+            .all(|m| plain(&m.name) && m.namespace == format!("{prefix}{}", m.name));
+    if ok {
+        Ok(())
+    } else {
+        Err(LabError::Refused(
+            "lab.json names something a lab does not make; nothing was removed".into(),
+        ))
+    }
 }
 
 /// How a member of a running lab is.

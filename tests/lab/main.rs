@@ -245,27 +245,86 @@ fn lab_end_to_end() {
     }
     assert_eq!(routes.len(), switches.len());
 
-    let stop = lab.mltctl(&["stop"]);
-    assert!(stop.status.success(), "{}", text(&stop));
+    // A second lab cannot take this one's names or network, nor a directory not its own.
+    let other = std::env::temp_dir().join(format!("mltctl-lab-other-{}", std::process::id()));
     let out = Command::new(mltctl())
-        .args(["lab", "down", "--dir"])
-        .arg(&lab.dir)
+        .args(["lab", "up", "--name", NAME, "--dir"])
+        .arg(&other)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let left: Vec<String> = String::from_utf8_lossy(&namespaces.stdout)
-        .lines()
-        .filter(|l| l.starts_with(&format!("{NAME}-")))
-        .map(String::from)
-        .collect();
-    assert!(left.is_empty(), "namespaces left: {left:?}");
-    assert!(
-        !Path::new("/sys/class/net")
-            .join(format!("{NAME}0"))
-            .exists()
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!other.exists());
+    let out = Command::new(mltctl())
+        .args(["lab", "up", "--name", "mltcj", "--dir"])
+        .arg(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("not empty"), "{}", text(&out));
+    assert_eq!(
+        lab.static_routes().len(),
+        switches.len(),
+        "the lab is untouched"
     );
-    assert!(!lab.dir.exists(), "the lab's directory is left");
+
+    let stop = lab.mltctl(&["stop"]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    lab.down();
+}
+
+impl Lab {
+    /// `lab down`, and nothing of the lab is left: no process, namespace, cable,
+    /// bridge, directory or DPDK runtime directory.
+    fn down(&self) {
+        let mut pids: Vec<String> = Vec::new();
+        for entry in std::fs::read_dir("/run/netns").unwrap().flatten() {
+            let ns = entry.file_name().to_string_lossy().to_string();
+            if ns.starts_with(&format!("{NAME}-")) {
+                let out = Command::new("ip")
+                    .args(["netns", "pids", &ns])
+                    .output()
+                    .unwrap();
+                pids.extend(
+                    String::from_utf8_lossy(&out.stdout)
+                        .split_whitespace()
+                        .map(String::from),
+                );
+            }
+        }
+        assert!(!pids.is_empty(), "the lab runs its SSH servers");
+        let out = Command::new(mltctl())
+            .args(["lab", "down", "--dir"])
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let alive: Vec<&String> = pids
+            .iter()
+            .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        assert!(alive.is_empty(), "processes left: {alive:?}");
+        let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let left: Vec<String> = String::from_utf8_lossy(&namespaces.stdout)
+            .lines()
+            .filter(|l| l.starts_with(&format!("{NAME}-")))
+            .map(String::from)
+            .collect();
+        assert!(left.is_empty(), "namespaces left: {left:?}");
+        let links: Vec<String> = std::fs::read_dir("/sys/class/net")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|l| l.starts_with(NAME))
+            .collect();
+        assert!(links.is_empty(), "interfaces left: {links:?}");
+        assert!(!self.dir.exists(), "the lab's directory is left");
+        for host in ["h1", "h2"] {
+            assert!(
+                !Path::new("/var/run/dpdk").join(host).exists(),
+                "{host}'s DPDK runtime directory is left"
+            );
+        }
+    }
 }
 
 /// `bootstrap --datapath dpdk` and `launch --datapath dpdk` on the lab's hosts (DPDK's
@@ -299,4 +358,9 @@ fn lab_dpdk() {
     }
     let stop = lab.mltctl(&["stop"]);
     assert!(stop.status.success(), "{}", text(&stop));
+    assert!(
+        Path::new("/var/run/dpdk/h1").exists(),
+        "DPDK ran with its file prefix"
+    );
+    lab.down();
 }

@@ -78,7 +78,6 @@ pub fn run(args: &[String]) -> i32 {
     let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| args.join(" "));
     device.pause_if_asked(&format!("{command}\n{stdin}"));
     let mut out = device.run(args, &stdin);
-    device.sync_dataplane();
     let reads = ["show running-config", "sonic-cfggen -d", "nv config show"];
     if reads
         .iter()
@@ -261,6 +260,15 @@ impl Device {
         if !self.dir.join(DATAPLANE).exists() {
             return;
         }
+        // A lab switch's commands run in its own namespace; never touch this machine's.
+        let namespace = |pid: &str| fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+        if namespace("self") == namespace("1") {
+            self.write(
+                "dataplane.log",
+                "not in the switch's network namespace: its routes were not installed\n",
+            );
+            return;
+        }
         let routes = crate::lab::dataplane::running_routes(&self.vendor, &self.running());
         match crate::lab::dataplane::install(&routes) {
             Ok(()) => {
@@ -332,7 +340,10 @@ impl Device {
     /// Runs one command with the switch's state locked.
     pub fn run(&self, argv: &[String], stdin: &str) -> Reply {
         let _lock = self.lock();
-        self.run_locked(argv, stdin)
+        let reply = self.run_locked(argv, stdin);
+        // Under the lock: what the data plane forwards by is what the switch runs now.
+        self.sync_dataplane();
+        reply
     }
 
     fn run_locked(&self, argv: &[String], stdin: &str) -> Reply {

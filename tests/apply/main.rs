@@ -1,6 +1,8 @@
 //! `mltctl apply` against real OpenSSH servers, each in front of an emulated switch
 //! (the lab's, `mltctl::lab::emulator`: the switches' commands run `mltctl lab emulate`).
 
+#[path = "../common/mod.rs"]
+mod common;
 mod fabric;
 mod workflow;
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::{json_lines as events, recap};
 use crate::fabric::{Fabric, base_config, root};
 use crate::{assert_as_planned, assert_exit, plan, status_of, text};
 
@@ -379,36 +380,6 @@ pub fn rolling_batches() {
     assert_exit(&out, 2);
 }
 
-/// The JSON Lines of a run, parsed.
-fn events(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-/// The recap's counts per switch: (ok, changed, unreachable, failed).
-fn recap(out: &Output) -> Vec<(String, [u64; 4])> {
-    let events = events(out);
-    let recap = events
-        .iter()
-        .find(|e| e["event"] == "recap")
-        .unwrap_or_else(|| panic!("no recap: {}", text(out)));
-    recap["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            let n = |k: &str| d[k].as_u64().unwrap();
-            assert_eq!([n("skipped"), n("interrupted")], [0, 0], "{d}");
-            (
-                d["device"].as_str().unwrap().to_string(),
-                [n("ok"), n("changed"), n("unreachable"), n("failed")],
-            )
-        })
-        .collect()
-}
-
 /// `play` runs the site playbook's switch steps in one process on one plan, passes on
 /// its options, and recaps per switch; with --check it goes on past an unreachable
 /// switch so every step's check is seen, and changes and writes nothing.
@@ -563,7 +534,7 @@ pub fn play() {
     let journal_before = std::fs::read_to_string(&fabric.journal).unwrap();
     let out = play(&fabric, &["--check", "--json", "--connect-timeout", "2"]);
     assert_exit(&out, 5);
-    let counts: std::collections::BTreeMap<String, [u64; 4]> = recap(&out).into_iter().collect();
+    let counts = recap(&out);
     assert_eq!(
         counts["leaf2"],
         [0, 0, 2, 0],

@@ -52,3 +52,34 @@ pub mod sonic_yang;
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
 }
+
+/// The JSON Lines a command printed, parsed.
+pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `play --json`'s recap: per switch and host, (ok, changed, unreachable, failed); a
+/// step skipped or interrupted for a device fails the test.
+pub fn recap(out: &Output) -> std::collections::BTreeMap<String, [u64; 4]> {
+    let lines = json_lines(out);
+    let recap = lines
+        .iter()
+        .find(|l| l["event"] == "recap")
+        .unwrap_or_else(|| panic!("no recap: {}", text(&out.stdout)));
+    recap["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let n = |k: &str| d[k].as_u64().unwrap();
+            assert_eq!([n("skipped"), n("interrupted")], [0, 0], "{d}");
+            (
+                d["device"].as_str().unwrap().to_string(),
+                [n("ok"), n("changed"), n("unreachable"), n("failed")],
+            )
+        })
+        .collect()
+}

@@ -2,9 +2,13 @@
 //! each with its own sshd, behind leaf and spine namespaces that forward with the plan's
 //! static routes. Needs root; reported as ignored otherwise.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod fabric;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+
+use common::{json_lines, recap};
 use std::path::Path;
 
 use fabric::{Fabric, HOSTS, text};
@@ -111,13 +115,6 @@ fn planned_state(fabric: &Fabric, inventory: &Path, name: &str) -> BTreeSet<Stri
         ));
     }
     state
-}
-
-fn json_lines(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 /// Each host's status, in host name order.
@@ -250,28 +247,6 @@ fn play(fabric: &Fabric, playbook: &Path, inventory: &Path, args: &[&str]) -> st
     ];
     all.extend(args.iter().map(|a| a.to_string()));
     fabric.mltctl(&all.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-/// The recap's (ok, changed, unreachable, failed) per switch and host.
-fn recap(out: &std::process::Output) -> BTreeMap<String, [u64; 4]> {
-    let lines = json_lines(out);
-    let recap = lines
-        .iter()
-        .find(|l| l["event"] == "recap")
-        .unwrap_or_else(|| panic!("no recap: {}", text(out)));
-    recap["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            let n = |k: &str| d[k].as_u64().unwrap();
-            assert_eq!([n("skipped"), n("interrupted")], [0, 0], "{d}");
-            (
-                d["device"].as_str().unwrap().to_string(),
-                [n("ok"), n("changed"), n("unreachable"), n("failed")],
-            )
-        })
-        .collect()
 }
 
 /// The site playbook in check mode: nothing answers at the switches' documentation

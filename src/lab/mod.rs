@@ -6,3 +6,4 @@
 pub mod dataplane;
 pub mod emulator;
 pub mod fabric;
+pub mod qos;

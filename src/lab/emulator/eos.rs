@@ -694,3 +694,100 @@ fn check_curve(words: &[&str], kind: &str, probability_word: &str) -> Result<(),
         invalid("both thresholds are required")
     }
 }
+
+/// The queueing the switch runs: DSCP → traffic class → tx-queue for every port, and
+/// the tx-queues of each interface's service profile with its own overrides.
+/// `priority strict` is a tx-queue's default; a curve in segments or milliseconds is
+/// not enforced (the lab has no segment size or drain rate to convert it with).
+pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
+    use crate::lab::qos::{PortQos, SwitchQos};
+    let config = Config::parse(&running(device));
+    let map: [u8; 64] = std::array::from_fn(|d| config.class_queue[config.dscp[d] as usize & 7]);
+    let profiles: BTreeMap<&str, &Vec<Node>> = config
+        .nodes
+        .iter()
+        .filter_map(|n| match n {
+            Node::Line { text, children } => text
+                .strip_prefix("qos profile ")
+                .map(|name| (name, children)),
+            _ => None,
+        })
+        .collect();
+    let mut qos = SwitchQos::default();
+    for node in &config.nodes {
+        let Node::Line { text, children } = node else {
+            continue;
+        };
+        let Some(port) = text.strip_prefix("interface ") else {
+            continue;
+        };
+        let mut queues = std::collections::BTreeMap::new();
+        for q in 0..8 {
+            queues.insert(
+                q,
+                crate::lab::qos::QueueQos {
+                    strict: true,
+                    ..Default::default()
+                },
+            );
+        }
+        let profile = children
+            .iter()
+            .find_map(|c| c.text().strip_prefix("service-profile "))
+            .and_then(|name| profiles.get(name));
+        for blocks in profile.into_iter().copied().chain([children]) {
+            for block in blocks {
+                let (Some(q), Node::Line { children, .. }) = (queue_number(block.text()), block)
+                else {
+                    continue;
+                };
+                let queue = queues.entry(q).or_default();
+                for line in children.iter().map(Node::text) {
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    match words.as_slice() {
+                        ["no", "priority"] => queue.strict = false,
+                        ["random-detect", "ecn", rest @ ..] => {
+                            queue.ecn = eos_curve(rest, "max-mark-probability");
+                        }
+                        ["random-detect", "drop", rest @ ..] => {
+                            queue.drop = eos_curve(rest, "drop-probability");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let mut port_qos = PortQos::mapped(map);
+        port_qos.queues = queues;
+        qos.ports.insert(port.to_string(), port_qos);
+    }
+    qos
+}
+
+/// `minimum-threshold N UNIT maximum-threshold N UNIT PROBABILITY_WORD P`.
+fn eos_curve(words: &[&str], probability_word: &str) -> Option<crate::lab::qos::Curve> {
+    let mut curve = crate::lab::qos::Curve {
+        min_bytes: 0,
+        max_bytes: 0,
+        max_percent: 100,
+    };
+    let mut rest = words;
+    while let Some((word, tail)) = rest.split_first() {
+        rest = match (*word, tail) {
+            ("minimum-threshold", [n, unit, tail @ ..]) => {
+                curve.min_bytes = crate::lab::qos::bytes(n, Some(unit))?;
+                tail
+            }
+            ("maximum-threshold", [n, unit, tail @ ..]) => {
+                curve.max_bytes = crate::lab::qos::bytes(n, Some(unit))?;
+                tail
+            }
+            (w, [p, tail @ ..]) if w == probability_word => {
+                curve.max_percent = p.parse().ok()?;
+                tail
+            }
+            (_, tail) => tail,
+        };
+    }
+    Some(curve)
+}

@@ -198,6 +198,15 @@ impl Device {
         }
     }
 
+    /// The queueing the switch runs, as its data plane enforces it.
+    pub fn qos(&self) -> crate::lab::qos::SwitchQos {
+        match self.vendor.as_str() {
+            "eos" => eos::qos(self),
+            "sonic" => sonic::qos(self),
+            _ => crate::lab::qos::SwitchQos::default(),
+        }
+    }
+
     /// What the switch would run after a reboot.
     pub fn startup(&self) -> String {
         let file = match self.vendor.as_str() {

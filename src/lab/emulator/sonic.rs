@@ -222,3 +222,101 @@ fn valid_tables(db: &Value) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The queueing CONFIG_DB describes: each port's DSCP_TO_TC_MAP and TC_TO_QUEUE_MAP
+/// (PORT_QOS_MAP), and per queue its SCHEDULER (`STRICT` or not), WRED_PROFILE (`ecn`
+/// other than `ecn_none`: the curve marks ECN-capable packets and drops the others;
+/// `ecn_none`: it drops) and BUFFER_QUEUE profile (`static_th`: the queue's limit).
+/// Keys may list ports (`Ethernet0,Ethernet4`) and queues (`1-3,5`), as SONiC allows.
+pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
+    use crate::lab::qos::{Curve, PortQos, SwitchQos};
+    let db: Value = serde_json::from_str(&running(device)).unwrap_or_default();
+    let table = |name: &str| {
+        db.get(name)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let field = |table: &Map<String, Value>, key: &str, field: &str| -> Option<String> {
+        table.get(key)?.get(field)?.as_str().map(str::to_string)
+    };
+    let (dscp_maps, tc_maps) = (table("DSCP_TO_TC_MAP"), table("TC_TO_QUEUE_MAP"));
+    let (schedulers, wred) = (table("SCHEDULER"), table("WRED_PROFILE"));
+    let buffer_profiles = table("BUFFER_PROFILE");
+    let mut qos = SwitchQos::default();
+    for (port, maps) in table("PORT_QOS_MAP") {
+        let lookup = |maps_table: &Map<String, Value>, name: Option<&str>, key: usize| {
+            name.and_then(|n| maps_table.get(n))
+                .and_then(|m| m.get(key.to_string()))
+                .and_then(Value::as_str)
+                .and_then(|v| v.parse::<u8>().ok())
+        };
+        let dscp_map = maps.get("dscp_to_tc_map").and_then(Value::as_str);
+        let tc_map = maps.get("tc_to_queue_map").and_then(Value::as_str);
+        let map: [u8; 64] = std::array::from_fn(|d| {
+            let class = lookup(&dscp_maps, dscp_map, d).unwrap_or(0);
+            lookup(&tc_maps, tc_map, class as usize).unwrap_or(class)
+        });
+        qos.ports.insert(port, PortQos::mapped(map));
+    }
+    let mut each_queue =
+        |table_name: &str,
+         apply: &mut dyn FnMut(&mut crate::lab::qos::QueueQos, &Map<String, Value>)| {
+            for (key, fields) in table(table_name) {
+                let (Some((ports, queues)), Some(fields)) =
+                    (key.split_once('|'), fields.as_object())
+                else {
+                    continue;
+                };
+                let Some(queues) = super::numbers(queues) else {
+                    continue;
+                };
+                for port in ports.split(',') {
+                    let port_qos = qos
+                        .ports
+                        .entry(port.to_string())
+                        .or_insert_with(|| PortQos::mapped(std::array::from_fn(|_| 0)));
+                    for &q in &queues {
+                        if let Ok(q) = u8::try_from(q) {
+                            apply(port_qos.queues.entry(q).or_default(), fields);
+                        }
+                    }
+                }
+            }
+        };
+    each_queue("QUEUE", &mut |queue, fields| {
+        let text = |f: &str| fields.get(f).and_then(Value::as_str).map(str::to_string);
+        if let Some(scheduler) = text("scheduler") {
+            queue.strict = field(&schedulers, &scheduler, "type").as_deref() == Some("STRICT");
+        }
+        if let Some(profile) = text("wred_profile") {
+            let number = |f: &str| field(&wred, &profile, f).and_then(|v| v.parse::<u64>().ok());
+            let curve = match (number("green_min_threshold"), number("green_max_threshold")) {
+                (Some(min_bytes), Some(max_bytes))
+                    if field(&wred, &profile, "wred_green_enable").as_deref() == Some("true") =>
+                {
+                    Some(Curve {
+                        min_bytes,
+                        max_bytes,
+                        max_percent: number("green_drop_probability")
+                            .and_then(|p| u8::try_from(p).ok())
+                            .unwrap_or(100),
+                    })
+                }
+                _ => None,
+            };
+            match field(&wred, &profile, "ecn").as_deref() {
+                None | Some("ecn_none") => queue.drop = curve,
+                Some(_) => queue.ecn = curve,
+            }
+        }
+    });
+    each_queue("BUFFER_QUEUE", &mut |queue, fields| {
+        queue.limit_bytes = fields
+            .get("profile")
+            .and_then(Value::as_str)
+            .and_then(|p| field(&buffer_profiles, p, "static_th"))
+            .and_then(|t| t.parse().ok());
+    });
+    qos
+}

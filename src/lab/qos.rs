@@ -1,0 +1,151 @@
+//! What a switch's queueing is, vendor-neutral: the lab's data plane enforces this, and
+//! each emulation reads it from its own running configuration (see `qos` in each
+//! module of [`super::emulator`]).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Per port (by the vendor's port name), how it queues.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SwitchQos {
+    pub ports: BTreeMap<String, PortQos>,
+}
+
+/// One egress port: which queue each DSCP goes to, and each queue's service.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortQos {
+    /// DSCP → queue (through the switch's traffic classes).
+    pub queue_of_dscp: Vec<u8>,
+    /// Queues with anything but the switch's defaults, and the strict ones.
+    pub queues: BTreeMap<u8, QueueQos>,
+}
+
+impl PortQos {
+    /// A port with the given DSCP map and every queue as the switch leaves it.
+    pub fn mapped(queue_of_dscp: [u8; 64]) -> PortQos {
+        PortQos {
+            queue_of_dscp: queue_of_dscp.to_vec(),
+            queues: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct QueueQos {
+    /// Served before every lower-numbered strict queue, and before any non-strict one.
+    pub strict: bool,
+    /// WRED with ECN: along this curve an ECN-capable packet is marked CE and one that
+    /// is not ECN-capable is dropped (RFC 3168's RED).
+    pub ecn: Option<Curve>,
+    /// WRED without ECN: along this curve every packet is dropped.
+    pub drop: Option<Curve>,
+    /// Bytes the queue may hold; past it every packet is dropped.
+    pub limit_bytes: Option<u64>,
+}
+
+/// A RED curve: nothing below `min_bytes` of queue, a probability rising linearly to
+/// `max_percent` at `max_bytes`, every packet above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Curve {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub max_percent: u8,
+}
+
+/// A size as switches write it: `N`, `N bytes`, `N kbytes`, `N mbytes`.
+pub fn bytes(number: &str, unit: Option<&str>) -> Option<u64> {
+    let n: u64 = number.parse().ok()?;
+    let scale = match unit.map(|u| u.to_ascii_lowercase()) {
+        None => 1,
+        Some(u) if u == "bytes" || u == "b" => 1,
+        Some(u) if u == "kbytes" || u == "kb" => 1024,
+        Some(u) if u == "mbytes" || u == "mb" => 1024 * 1024,
+        Some(_) => return None,
+    };
+    n.checked_mul(scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::emulator::Device;
+
+    /// Each emulation, running the configuration mltctl renders for the lab fabric,
+    /// queues as the plan says: DSCP → queue on every planned port, every planned queue
+    /// strict, marking (ECT) and dropping (Not-ECT) from S_i, dropping all from L_i.
+    #[test]
+    fn every_emulation_reads_back_the_queueing_the_plan_renders() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/inventory/lab.yaml");
+        let plan =
+            crate::plan::Plan::build(&crate::inventory::load(std::path::Path::new(path)).unwrap());
+        let scratch = std::env::temp_dir().join(format!("mltctl-qos-{}", std::process::id()));
+        let mut checked = 0;
+        for switch in &plan.switches {
+            let intent = &switch.intent;
+            let vendor = intent.vendor.to_string();
+            if !IMPLEMENTED.contains(&vendor.as_str()) {
+                continue;
+            }
+            let rendered = switch_config::render(intent).unwrap();
+            let device = Device::install(
+                &scratch.join(&intent.name),
+                &vendor,
+                &rendered,
+                std::path::Path::new("/usr/bin/mltctl"),
+            );
+            let qos = device.qos();
+            for port in &intent.qos.ports {
+                let got = qos
+                    .ports
+                    .get(port)
+                    .unwrap_or_else(|| panic!("{}: no queueing on {port}: {qos:?}", intent.name));
+                for dscp in 0..64 {
+                    let class = intent.qos.dscp_to_tc[dscp];
+                    let queue = intent.qos.tc_to_queue[class as usize];
+                    assert_eq!(
+                        got.queue_of_dscp[dscp], queue,
+                        "{} {port} DSCP {dscp}",
+                        intent.name
+                    );
+                }
+                for q in &intent.qos.queues {
+                    let queue = &got.queues[&q.queue];
+                    assert!(queue.strict, "{} {port} queue {}", intent.name, q.queue);
+                    let Some(ecn) = q.ecn else { continue };
+                    let step = |bytes: u64| Curve {
+                        min_bytes: bytes,
+                        max_bytes: bytes,
+                        max_percent: 100,
+                    };
+                    assert_eq!(
+                        queue.ecn,
+                        Some(step(ecn.mark_bytes)),
+                        "{} {port} queue {}",
+                        intent.name,
+                        q.queue
+                    );
+                    if let Some(limit) = ecn.limit_bytes {
+                        let dropped = queue.drop.map(|c| c.min_bytes).or(queue.limit_bytes);
+                        assert_eq!(
+                            dropped,
+                            Some(limit),
+                            "{} {port} queue {}",
+                            intent.name,
+                            q.queue
+                        );
+                    }
+                }
+            }
+            checked += 1;
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+        assert_eq!(
+            checked,
+            IMPLEMENTED.len(),
+            "one switch of each vendor read back"
+        );
+    }
+
+    const IMPLEMENTED: &[&str] = &["eos", "sonic"];
+}

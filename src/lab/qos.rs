@@ -10,6 +10,15 @@ use serde::Serialize;
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SwitchQos {
     pub ports: BTreeMap<String, PortQos>,
+    /// How every port without its own entry queues, where the OS has global profiles.
+    pub default: Option<PortQos>,
+}
+
+impl SwitchQos {
+    /// How `port` queues; None: as the switch's factory defaults.
+    pub fn port(&self, port: &str) -> Option<&PortQos> {
+        self.ports.get(port).or(self.default.as_ref())
+    }
 }
 
 /// One egress port: which queue each DSCP goes to, and each queue's service.
@@ -35,11 +44,12 @@ impl PortQos {
 pub struct QueueQos {
     /// Served before every lower-numbered strict queue, and before any non-strict one.
     pub strict: bool,
-    /// WRED with ECN: along this curve an ECN-capable packet is marked CE and one that
-    /// is not ECN-capable is dropped (RFC 3168's RED).
-    pub ecn: Option<Curve>,
-    /// WRED without ECN: along this curve every packet is dropped.
-    pub drop: Option<Curve>,
+    /// Along this curve an ECN-capable packet is marked CE.
+    pub mark: Option<Curve>,
+    /// Along this curve a packet that is not ECN-capable is dropped.
+    pub drop_not_ect: Option<Curve>,
+    /// Along this curve every packet is dropped.
+    pub drop_all: Option<Curve>,
     /// Bytes the queue may hold; past it every packet is dropped.
     pub limit_bytes: Option<u64>,
 }
@@ -97,8 +107,7 @@ mod tests {
             let qos = device.qos();
             for port in &intent.qos.ports {
                 let got = qos
-                    .ports
-                    .get(port)
+                    .port(port)
                     .unwrap_or_else(|| panic!("{}: no queueing on {port}: {qos:?}", intent.name));
                 for dscp in 0..64 {
                     let class = intent.qos.dscp_to_tc[dscp];
@@ -118,22 +127,12 @@ mod tests {
                         max_bytes: bytes,
                         max_percent: 100,
                     };
-                    assert_eq!(
-                        queue.ecn,
-                        Some(step(ecn.mark_bytes)),
-                        "{} {port} queue {}",
-                        intent.name,
-                        q.queue
-                    );
+                    let at = format!("{} {port} queue {}", intent.name, q.queue);
+                    assert_eq!(queue.mark, Some(step(ecn.mark_bytes)), "{at}");
+                    assert_eq!(queue.drop_not_ect, Some(step(ecn.mark_bytes)), "{at}");
                     if let Some(limit) = ecn.limit_bytes {
-                        let dropped = queue.drop.map(|c| c.min_bytes).or(queue.limit_bytes);
-                        assert_eq!(
-                            dropped,
-                            Some(limit),
-                            "{} {port} queue {}",
-                            intent.name,
-                            q.queue
-                        );
+                        let dropped = queue.drop_all.map(|c| c.min_bytes).or(queue.limit_bytes);
+                        assert_eq!(dropped, Some(limit), "{at}");
                     }
                 }
             }
@@ -147,5 +146,5 @@ mod tests {
         );
     }
 
-    const IMPLEMENTED: &[&str] = &["eos", "sonic"];
+    const IMPLEMENTED: &[&str] = &["eos", "sonic", "cumulus"];
 }

@@ -746,11 +746,13 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
                     let words: Vec<&str> = line.split_whitespace().collect();
                     match words.as_slice() {
                         ["no", "priority"] => queue.strict = false,
+                        // ECN-capable packets marked, the others dropped (WRED-ECN).
                         ["random-detect", "ecn", rest @ ..] => {
-                            queue.ecn = eos_curve(rest, "max-mark-probability");
+                            queue.mark = eos_curve(rest, "max-mark-probability");
+                            queue.drop_not_ect = queue.mark;
                         }
                         ["random-detect", "drop", rest @ ..] => {
-                            queue.drop = eos_curve(rest, "drop-probability");
+                            queue.drop_all = eos_curve(rest, "drop-probability");
                         }
                         _ => {}
                     }

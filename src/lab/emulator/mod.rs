@@ -203,6 +203,7 @@ impl Device {
         match self.vendor.as_str() {
             "eos" => eos::qos(self),
             "sonic" => sonic::qos(self),
+            "cumulus" => nvue::qos(self),
             _ => crate::lab::qos::SwitchQos::default(),
         }
     }

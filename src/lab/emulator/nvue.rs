@@ -383,3 +383,130 @@ fn check(leaf: &[String]) -> Result<(), String> {
         Err(format!("Invalid config: {}", leaf.join(" ")))
     }
 }
+
+/// The queueing of the applied revision: the `default-global` profiles, which NVUE
+/// applies to every port — `mapping` (DSCP → switch priority; unmapped values by their
+/// class selector), `egress-queue-mapping` (switch priority → traffic class, the
+/// egress queue), `egress-scheduler` (`mode strict`) and `congestion-control` per
+/// traffic class: with `ecn enable` the curve marks ECN-capable packets, and with
+/// `red enable` it drops the others (all packets, without ECN).
+pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
+    use crate::lab::qos::{Curve, PortQos, QueueQos, SwitchQos};
+    let mut priority: [u8; 64] = std::array::from_fn(|d| d as u8 / 8);
+    let mut class_of_priority: [u8; 8] = std::array::from_fn(|p| p as u8);
+    let mut queues: BTreeMap<u8, QueueQos> = BTreeMap::new();
+    // traffic class → (min, max, probability, ecn, red)
+    let mut control: BTreeMap<u8, (Option<u64>, Option<u64>, Option<u8>, bool, bool)> =
+        BTreeMap::new();
+    let each = |list: &str| numbers(list).unwrap_or_default();
+    for line in running(device).lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [
+                "nv",
+                "set",
+                "qos",
+                "mapping",
+                "default-global",
+                "dscp",
+                list,
+                "switch-priority",
+                p,
+            ] => {
+                for d in each(list) {
+                    if let (Some(slot), Ok(p)) = (priority.get_mut(d as usize), p.parse()) {
+                        *slot = p;
+                    }
+                }
+            }
+            [
+                "nv",
+                "set",
+                "qos",
+                "egress-queue-mapping",
+                "default-global",
+                "switch-priority",
+                list,
+                "traffic-class",
+                class,
+            ] => {
+                for p in each(list) {
+                    if let (Some(slot), Ok(c)) =
+                        (class_of_priority.get_mut(p as usize), class.parse())
+                    {
+                        *slot = c;
+                    }
+                }
+            }
+            [
+                "nv",
+                "set",
+                "qos",
+                "egress-scheduler",
+                "default-global",
+                "traffic-class",
+                list,
+                "mode",
+                mode,
+            ] => {
+                for c in each(list) {
+                    if let Ok(c) = u8::try_from(c) {
+                        queues.entry(c).or_default().strict = *mode == "strict";
+                    }
+                }
+            }
+            [
+                "nv",
+                "set",
+                "qos",
+                "congestion-control",
+                "default-global",
+                "traffic-class",
+                list,
+                attribute,
+                value,
+            ] => {
+                for c in each(list) {
+                    let Ok(c) = u8::try_from(c) else { continue };
+                    let entry = control.entry(c).or_default();
+                    match *attribute {
+                        "min-threshold" | "min-threshold-bytes" => entry.0 = value.parse().ok(),
+                        "max-threshold" | "max-threshold-bytes" => entry.1 = value.parse().ok(),
+                        "probability" => entry.2 = value.parse().ok(),
+                        "ecn" => entry.3 = *value == "enable",
+                        "red" => entry.4 = *value == "enable",
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for (class, (min, max, probability, ecn, red)) in control {
+        let (Some(min_bytes), Some(max_bytes)) = (min, max) else {
+            continue;
+        };
+        let curve = Curve {
+            min_bytes,
+            max_bytes,
+            max_percent: probability.unwrap_or(100),
+        };
+        let queue = queues.entry(class).or_default();
+        match (ecn, red) {
+            (true, true) => {
+                queue.mark = Some(curve);
+                queue.drop_not_ect = Some(curve);
+            }
+            (true, false) => queue.mark = Some(curve),
+            (false, true) => queue.drop_all = Some(curve),
+            (false, false) => {}
+        }
+    }
+    let map: [u8; 64] = std::array::from_fn(|d| class_of_priority[priority[d] as usize & 7]);
+    let mut every_port = PortQos::mapped(map);
+    every_port.queues = queues;
+    SwitchQos {
+        default: Some(every_port),
+        ..SwitchQos::default()
+    }
+}

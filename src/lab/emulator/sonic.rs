@@ -306,8 +306,11 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
                 _ => None,
             };
             match field(&wred, &profile, "ecn").as_deref() {
-                None | Some("ecn_none") => queue.drop = curve,
-                Some(_) => queue.ecn = curve,
+                None | Some("ecn_none") => queue.drop_all = curve,
+                Some(_) => {
+                    queue.mark = curve;
+                    queue.drop_not_ect = curve;
+                }
             }
         }
     });

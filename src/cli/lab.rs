@@ -161,13 +161,37 @@ fn status(args: StatusArgs) -> Result<(), Failure> {
                 .static_routes
                 .map(|n| format!(", forwards by {n} static route(s)"))
                 .unwrap_or_default();
+            let queueing = m
+                .qos
+                .as_ref()
+                .map(|q| {
+                    let ports: Vec<&mltctl::lab::qos::PortQos> =
+                        q.ports.values().chain(q.default.as_ref()).collect();
+                    let curves = ports
+                        .iter()
+                        .flat_map(|p| p.queues.values())
+                        .filter(|q| {
+                            q.mark.is_some() || q.drop_not_ect.is_some() || q.drop_all.is_some()
+                        })
+                        .count();
+                    format!(
+                        ", queueing configured on {} port(s){} with {curves} RED/ECN queue(s)",
+                        q.ports.len(),
+                        if q.default.is_some() {
+                            " and all others"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .unwrap_or_default();
             let error = m
                 .dataplane_error
                 .as_deref()
                 .map(|e| format!(", data plane error: {e}"))
                 .unwrap_or_default();
             text.push_str(&format!(
-                "{:<10} {:<6} namespace {}, ssh {}{routes}{error}\n",
+                "{:<10} {:<6} namespace {}, ssh {}{routes}{queueing}{error}\n",
                 m.name,
                 m.kind,
                 if m.namespace { "up" } else { "MISSING" },

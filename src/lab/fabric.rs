@@ -703,6 +703,9 @@ pub struct MemberStatus {
     /// (switches) Why its data plane could not follow its configuration, if so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dataplane_error: Option<String>,
+    /// (switches) The queueing its running configuration holds, as the lab reads it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<super::qos::SwitchQos>,
 }
 
 pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
@@ -745,6 +748,9 @@ pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
         } else {
             (None, None)
         };
+        let device = dir.join("devices").join(&member.name);
+        let qos =
+            (kind == "switch" && device.join("vendor").exists()).then(|| Device::at(&device).qos());
         out.push(MemberStatus {
             name: member.name.clone(),
             kind,
@@ -752,6 +758,7 @@ pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
             ssh,
             static_routes,
             dataplane_error,
+            qos,
         });
     }
     Ok(out)

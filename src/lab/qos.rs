@@ -146,5 +146,5 @@ mod tests {
         );
     }
 
-    const IMPLEMENTED: &[&str] = &["eos", "sonic", "cumulus"];
+    const IMPLEMENTED: &[&str] = &["eos", "sonic", "cumulus", "onyx"];
 }

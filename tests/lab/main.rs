@@ -213,9 +213,38 @@ fn lab_end_to_end() {
     for vendor in ["sonic", "eos", "cumulus", "onyx"] {
         assert!(vendors.contains(&vendor), "{vendor} changed: {vendors:?}");
     }
-    // Every switch now forwards by the routes apply pushed to it.
+    // Every switch now forwards by the routes apply pushed to it, and runs RED/ECN
+    // queues as the lab reads its configuration.
     for (name, routes) in lab.static_routes() {
         assert!(routes >= 4, "{name} forwards by {routes} static route(s)");
+    }
+    let out = lab.mltctl(&[
+        "lab",
+        "status",
+        "--json",
+        "--dir",
+        &lab.dir.to_string_lossy(),
+    ]);
+    let members: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for switch in members
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["kind"] == "switch")
+    {
+        let qos = &switch["qos"];
+        let ports: Vec<&Value> = qos["ports"]
+            .as_object()
+            .unwrap()
+            .values()
+            .chain(qos.get("default").filter(|d| !d.is_null()))
+            .collect();
+        let marking = ports
+            .iter()
+            .flat_map(|p| p["queues"].as_object().unwrap().values())
+            .filter(|q| !q["mark"].is_null() && !q["drop_not_ect"].is_null())
+            .count();
+        assert!(marking > 0, "{}: {qos}", switch["name"]);
     }
 
     let results = lab.allreduce();

@@ -204,6 +204,7 @@ impl Device {
             "eos" => eos::qos(self),
             "sonic" => sonic::qos(self),
             "cumulus" => nvue::qos(self),
+            "onyx" => onyx::qos(self),
             _ => crate::lab::qos::SwitchQos::default(),
         }
     }

@@ -395,9 +395,7 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
     let mut priority: [u8; 64] = std::array::from_fn(|d| d as u8 / 8);
     let mut class_of_priority: [u8; 8] = std::array::from_fn(|p| p as u8);
     let mut queues: BTreeMap<u8, QueueQos> = BTreeMap::new();
-    // traffic class → (min, max, probability, ecn, red)
-    let mut control: BTreeMap<u8, (Option<u64>, Option<u64>, Option<u8>, bool, bool)> =
-        BTreeMap::new();
+    let mut control: BTreeMap<u8, Congestion> = BTreeMap::new();
     let each = |list: &str| numbers(list).unwrap_or_default();
     for line in running(device).lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -470,11 +468,11 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
                     let Ok(c) = u8::try_from(c) else { continue };
                     let entry = control.entry(c).or_default();
                     match *attribute {
-                        "min-threshold" | "min-threshold-bytes" => entry.0 = value.parse().ok(),
-                        "max-threshold" | "max-threshold-bytes" => entry.1 = value.parse().ok(),
-                        "probability" => entry.2 = value.parse().ok(),
-                        "ecn" => entry.3 = *value == "enable",
-                        "red" => entry.4 = *value == "enable",
+                        "min-threshold" | "min-threshold-bytes" => entry.min = value.parse().ok(),
+                        "max-threshold" | "max-threshold-bytes" => entry.max = value.parse().ok(),
+                        "probability" => entry.probability = value.parse().ok(),
+                        "ecn" => entry.ecn = *value == "enable",
+                        "red" => entry.red = *value == "enable",
                         _ => {}
                     }
                 }
@@ -482,17 +480,17 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
             _ => {}
         }
     }
-    for (class, (min, max, probability, ecn, red)) in control {
-        let (Some(min_bytes), Some(max_bytes)) = (min, max) else {
+    for (class, c) in control {
+        let (Some(min_bytes), Some(max_bytes)) = (c.min, c.max) else {
             continue;
         };
         let curve = Curve {
             min_bytes,
             max_bytes,
-            max_percent: probability.unwrap_or(100),
+            max_percent: c.probability.unwrap_or(100),
         };
         let queue = queues.entry(class).or_default();
-        match (ecn, red) {
+        match (c.ecn, c.red) {
             (true, true) => {
                 queue.mark = Some(curve);
                 queue.drop_not_ect = Some(curve);
@@ -509,4 +507,14 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
         default: Some(every_port),
         ..SwitchQos::default()
     }
+}
+
+/// A traffic class's `congestion-control` settings.
+#[derive(Default)]
+struct Congestion {
+    min: Option<u64>,
+    max: Option<u64>,
+    probability: Option<u8>,
+    ecn: bool,
+    red: bool,
 }

@@ -364,3 +364,126 @@ fn route(words: &[&str]) -> Option<(String, Ipv4Net, String)> {
     let hop_ok = *hop == "null0" || hop.parse::<std::net::Ipv4Addr>().is_ok();
     hop_ok.then(|| (vrf, prefix.trunc(), hop.to_string()))
 }
+
+/// The queueing each port runs, by its inventory name (`Eth1/1`): with `qos trust L3`
+/// or `both` DSCP → switch priority (default D/8), with `L2` or `port` every packet at
+/// priority 0 (the lab's hosts do not tag); priority → traffic class (`bind`, default
+/// the same number), the traffic class being the egress queue; `dcb ets strict`; and
+/// `congestion-control` in KiB: `ecn` marks ECN-capable packets, `red` drops every
+/// packet, `both` marks the ECN-capable and drops the others.
+pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
+    use crate::lab::qos::{Curve, PortQos, SwitchQos};
+    let config = Config::parse(&running(device));
+    // Per port: trust, DSCP → priority, priority → class, and the queues.
+    let mut trust: BTreeMap<Port, bool> = BTreeMap::new();
+    let mut priority: BTreeMap<Port, [u8; 64]> = BTreeMap::new();
+    let mut class: BTreeMap<Port, [u8; 8]> = BTreeMap::new();
+    let mut qos = SwitchQos::default();
+    let default_priority: [u8; 64] = std::array::from_fn(|d| d as u8 / 8);
+    let default_class: [u8; 8] = std::array::from_fn(|p| p as u8);
+    let name = |port: &Port| format!("Eth{}/{}", port.0, port.1);
+    for (key, line) in &config.lines {
+        let tail: Vec<&str> = line.split_whitespace().skip(3).collect();
+        match (key, tail.as_slice()) {
+            (Key::Trust(port), ["qos", "trust", t]) => {
+                trust.insert(*port, matches!(*t, "L3" | "both"));
+            }
+            (Key::Dscp(port, d), [.., p]) => {
+                if let (Some(slot), Ok(p)) = (
+                    priority
+                        .entry(*port)
+                        .or_insert(default_priority)
+                        .get_mut(*d as usize),
+                    p.parse(),
+                ) {
+                    *slot = p;
+                }
+            }
+            (Key::Bind(port, p), ["traffic-class", c, ..]) => {
+                if let (Some(slot), Ok(c)) = (
+                    class
+                        .entry(*port)
+                        .or_insert(default_class)
+                        .get_mut(*p as usize),
+                    c.parse(),
+                ) {
+                    *slot = c;
+                }
+            }
+            (Key::Ets(port, c), ["traffic-class", _, "dcb", "ets", mode, ..]) => {
+                let queue = qos
+                    .ports
+                    .entry(name(port))
+                    .or_insert_with(|| PortQos::mapped([0; 64]))
+                    .queues
+                    .entry(*c as u8)
+                    .or_default();
+                queue.strict = *mode == "strict";
+            }
+            (
+                Key::Congestion(port, c),
+                [
+                    ..,
+                    "congestion-control",
+                    kind,
+                    "minimum-absolute",
+                    min,
+                    "maximum-absolute",
+                    max,
+                ],
+            ) => {
+                let (Some(min_bytes), Some(max_bytes)) = (
+                    crate::lab::qos::bytes(min, Some("kbytes")),
+                    crate::lab::qos::bytes(max, Some("kbytes")),
+                ) else {
+                    continue;
+                };
+                let curve = Some(Curve {
+                    min_bytes,
+                    max_bytes,
+                    max_percent: 100,
+                });
+                let queue = qos
+                    .ports
+                    .entry(name(port))
+                    .or_insert_with(|| PortQos::mapped([0; 64]))
+                    .queues
+                    .entry(*c as u8)
+                    .or_default();
+                match *kind {
+                    "ecn" => queue.mark = curve,
+                    "red" => queue.drop_all = curve,
+                    _ => {
+                        queue.mark = curve;
+                        queue.drop_not_ect = curve;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let ports: std::collections::BTreeSet<Port> = trust
+        .keys()
+        .chain(priority.keys())
+        .chain(class.keys())
+        .copied()
+        .collect();
+    for port in ports {
+        let by_dscp = trust.get(&port).copied().unwrap_or(false);
+        let priority = priority.get(&port).copied().unwrap_or(default_priority);
+        let class = class.get(&port).copied().unwrap_or(default_class);
+        let map: [u8; 64] = std::array::from_fn(|d| {
+            if by_dscp {
+                class[priority[d] as usize & 7]
+            } else {
+                class[0]
+            }
+        });
+        let entry = qos
+            .ports
+            .entry(name(&port))
+            .or_insert_with(|| PortQos::mapped(map));
+        entry.queue_of_dscp = map.to_vec();
+    }
+    qos
+}

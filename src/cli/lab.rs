@@ -29,7 +29,8 @@ pub struct Args {
 pub enum LabCommand {
     Up(UpArgs),
     /// Per switch and host: its namespace, whether SSH answers, and (switches) the
-    /// static routes its data plane forwards by. Exit 5 when a part is missing.
+    /// static routes its data plane forwards by and the queueing its running
+    /// configuration holds (per port with --json). Exit 5 when a part is missing.
     Status(StatusArgs),
     /// Remove the lab: every process in its namespaces, the namespaces, cables, bridge
     /// and directory (also after a crash).

@@ -7,3 +7,4 @@ pub mod dataplane;
 pub mod emulator;
 pub mod fabric;
 pub mod qos;
+pub mod queueing;

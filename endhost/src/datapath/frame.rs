@@ -176,6 +176,33 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         set_be16(ip, Self::CHECKSUM, checksum);
         packet
     }
+
+    /// Sets the ECN field (the TOS byte's low two bits), as a router marking CE does.
+    pub fn set_ecn(&mut self, ecn: u8) {
+        let tos = (self.tos() & !0b11) | (ecn & 0b11);
+        self.0.as_mut()[Self::TOS] = tos;
+        self.fill_checksum();
+    }
+
+    /// Counts a hop, as a router forwarding the packet does; false (and nothing
+    /// changed) when the TTL is already at 1 or 0: the packet must not be forwarded.
+    pub fn decrement_ttl(&mut self) -> bool {
+        let ttl = self.0.as_ref()[Self::TTL];
+        if ttl <= 1 {
+            return false;
+        }
+        self.0.as_mut()[Self::TTL] = ttl - 1;
+        self.fill_checksum();
+        true
+    }
+
+    fn fill_checksum(&mut self) {
+        let header = self.header_len();
+        let ip = &mut self.0.as_mut()[..header];
+        set_be16(ip, Self::CHECKSUM, 0);
+        let checksum = !fold(sum_words(ip, 0));
+        set_be16(ip, Self::CHECKSUM, checksum);
+    }
 }
 
 /// A UDP header (its length checked against the buffer) and its payload.
@@ -397,6 +424,31 @@ mod tests {
     /// UDP 10.0.0.1:11001 → 10.0.1.2:11000, TOS 0x82, DF, TTL 64, ID 0, payload
     /// "mltctl": checksums computed by a separate implementation (Python's struct
     /// over the RFC 791 header and the RFC 768 pseudo-header).
+    #[test]
+    fn a_router_marks_ce_and_counts_the_hop_with_a_valid_checksum() {
+        let mut frame = [0u8; 14 + IPV4_LEN + 8];
+        let mut ip = Ipv4Packet::emit(
+            &mut frame[14..],
+            (34 << 2) | 0b10,
+            Ipv4Addr::new(10, 1, 0, 11),
+            Ipv4Addr::new(10, 128, 0, 3),
+            8,
+        );
+        ip.set_ecn(0b11);
+        assert!(ip.decrement_ttl());
+        assert_eq!(ip.tos(), (34 << 2) | 0b11);
+        assert!(ip.checksum_ok());
+        let mut last = Ipv4Packet::emit(
+            &mut frame[14..],
+            0,
+            Ipv4Addr::new(10, 1, 0, 11),
+            Ipv4Addr::new(10, 128, 0, 3),
+            8,
+        );
+        last.0[8] = 1;
+        assert!(!last.decrement_ttl());
+    }
+
     #[test]
     fn checksums_match_an_independent_computation() {
         let frame = frame(b"mltctl", 0x82);

@@ -36,6 +36,15 @@ pub enum LabCommand {
     /// and directory (also after a crash).
     Down(DirArgs),
     Emulate(EmulateArgs),
+    Forward(ForwardArgs),
+}
+
+/// Run the lab's data plane (`lab up` starts it; not for people).
+#[derive(clap::Args)]
+#[command(hide = true)]
+pub struct ForwardArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
 }
 
 /// Bring a lab up.
@@ -102,6 +111,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
         LabCommand::Down(args) => {
             fabric::down(&args.dir, &mut |line| eprintln!("mltctl lab: {line}"))
                 .context("lab down")?;
+            Ok(())
+        }
+        LabCommand::Forward(args) => {
+            let layout = fabric::layout(&args.dir.dir).context("lab forward")?;
+            mltctl::lab::forwarder::run(&args.dir.dir, layout.rate_mbps).context("lab forward")?;
             Ok(())
         }
         LabCommand::Emulate(args) => {
@@ -191,8 +205,32 @@ fn status(args: StatusArgs) -> Result<(), Failure> {
                 .as_deref()
                 .map(|e| format!(", data plane error: {e}"))
                 .unwrap_or_default();
+            let forwarded = m
+                .counters
+                .as_ref()
+                .map(|c| {
+                    let total = |field: &str| -> u64 {
+                        c["ports"]
+                            .as_object()
+                            .into_iter()
+                            .flat_map(|ports| ports.values())
+                            .filter_map(|queues| queues.as_array())
+                            .flatten()
+                            .filter_map(|q| q[field].as_u64())
+                            .sum()
+                    };
+                    format!(
+                        "; forwarded {} packet(s), {} ECN-marked, dropped {} Not-ECT, {} by RED, {} full",
+                        total("packets"),
+                        total("marked"),
+                        total("dropped_not_ect"),
+                        total("dropped_red"),
+                        total("dropped_full")
+                    )
+                })
+                .unwrap_or_default();
             text.push_str(&format!(
-                "{:<10} {:<6} namespace {}, ssh {}{routes}{queueing}{error}\n",
+                "{:<10} {:<6} namespace {}, ssh {}{routes}{queueing}{forwarded}{error}\n",
                 m.name,
                 m.kind,
                 if m.namespace { "up" } else { "MISSING" },

@@ -66,6 +66,9 @@ pub struct Spec {
 pub struct Layout {
     pub name: String,
     pub bridge: String,
+    /// Every port's rate, which the forwarder paces to.
+    #[serde(default = "default_rate_mbps")]
+    pub rate_mbps: u64,
     pub switches: Vec<Member>,
     pub hosts: Vec<Member>,
 }
@@ -88,6 +91,11 @@ impl Layout {
             .chain(&self.hosts)
             .map(|m| m.namespace.as_str())
     }
+}
+
+/// A lab written before the forwarder had the rate the CLI defaults to.
+fn default_rate_mbps() -> u64 {
+    1000
 }
 
 fn layout_file(dir: &Path) -> PathBuf {
@@ -154,6 +162,11 @@ fn preflight(spec: &Spec) -> Result<(), LabError> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(LabError::Refused(
             "the lab needs root (it makes network namespaces)".into(),
+        ));
+    }
+    if !Path::new("/usr/sbin/ethtool").exists() && !Path::new("/sbin/ethtool").exists() {
+        return Err(LabError::Refused(
+            "ethtool is missing (Debian package ethtool; scripts/setup installs it)".into(),
         ));
     }
     if !Path::new(SSHD).exists() {
@@ -325,6 +338,7 @@ fn plan_layout(spec: &Spec, inv: &Inventory) -> Layout {
     Layout {
         name: spec.name.clone(),
         bridge: format!("{}0", spec.name),
+        rate_mbps: spec.rate_mbps,
         switches: inv
             .switches
             .iter()
@@ -361,7 +375,7 @@ fn build(
         layout.hosts.len(),
         layout.bridge
     ));
-    cable(spec, inv, layout)?;
+    cable(inv, layout)?;
     say("cabled: every leaf to every spine, every host to its leaf");
     let mut known_hosts = String::new();
     for (switch, member) in inv.switches.iter().zip(&layout.switches) {
@@ -390,6 +404,33 @@ fn build(
         wait_for_ssh(member)?;
     }
     say("every switch and host answers SSH on its management address");
+    start_forwarder(spec)?;
+    say(&format!(
+        "the forwarder runs every switch's data plane at {} Mbit/s per port",
+        spec.rate_mbps
+    ));
+    Ok(())
+}
+
+/// Starts `mltctl lab forward` in the background, in a process group of its own.
+fn start_forwarder(spec: &Spec) -> Result<(), LabError> {
+    use std::os::unix::process::CommandExt;
+    let log = fs::File::create(spec.dir.join("forwarder.log"))
+        .map_err(io("cannot create forwarder.log"))?;
+    let child = Command::new(&spec.mltctl)
+        .args(["lab", "forward", "--dir"])
+        .arg(&spec.dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(io("cannot start the forwarder"))?;
+    fs::write(
+        super::forwarder::pid_file(&spec.dir),
+        child.id().to_string(),
+    )
+    .map_err(io("cannot write forwarder.pid"))?;
     Ok(())
 }
 
@@ -406,7 +447,7 @@ fn add_namespace(layout: &Layout, member: &Member, index: usize) -> Result<(), L
     run("ip", &["netns", "add", ns])?;
     sh(
         ns,
-        "ip link set lo up && sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.disable_ipv6=1 \
+        "ip link set lo up && sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.disable_ipv6=1 \
          net.ipv6.conf.default.disable_ipv6=1 net.ipv4.conf.all.rp_filter=0 \
          net.ipv4.conf.default.rp_filter=0",
     )?;
@@ -442,7 +483,7 @@ pub fn interface_name(port: &str) -> String {
     name
 }
 
-fn cable(spec: &Spec, inv: &Inventory, layout: &Layout) -> Result<(), LabError> {
+fn cable(inv: &Inventory, layout: &Layout) -> Result<(), LabError> {
     let ns = |switch: usize| layout.switches[switch].namespace.as_str();
     let mut wired: Vec<(usize, usize)> = Vec::new();
     for link in &inv.uplinks {
@@ -496,10 +537,6 @@ fn cable(spec: &Spec, inv: &Inventory, layout: &Layout) -> Result<(), LabError> 
         if let Some(ip) = port.ip {
             script.push_str(&format!(" && ip addr add {ip} dev {name}"));
         }
-        script.push_str(&format!(
-            " && tc qdisc replace dev {name} root tbf rate {}mbit burst 64kb latency 20ms",
-            spec.rate_mbps
-        ));
         sh(ns(switch), &script)?;
     }
     Ok(())
@@ -514,8 +551,17 @@ fn veth(a: (&str, &str), b: (&str, &str), mtu: u32) -> Result<(), LabError> {
             "netns", b.0, "mtu", &mtu,
         ],
     )?;
-    sh(a.0, &format!("ip link set {} up", a.1))?;
-    sh(b.0, &format!("ip link set {} up", b.1))
+    // Whole frames with their checksums: the forwarder's raw sockets would otherwise
+    // see half-checksummed packets and 64 KB segments that no wire carries.
+    for (ns, name) in [a, b] {
+        sh(
+            ns,
+            &format!(
+                "ethtool -K {name} tx off tso off gso off >/dev/null && ip link set {name} up"
+            ),
+        )?;
+    }
+    Ok(())
 }
 
 /// Starts a member's SSH server (daemonised, in its namespace); its known_hosts line.
@@ -594,6 +640,21 @@ pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
     let layout = layout(dir)?;
     check_layout(&layout)?;
     let mut killed = Vec::new();
+    if let Some(pid) = fs::read_to_string(super::forwarder::pid_file(dir))
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .filter(|pid| *pid > 1)
+    {
+        // Only if it is ours: a forwarder of this lab's directory.
+        let command = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let dir_text = dir.to_string_lossy();
+        if String::from_utf8_lossy(&command).contains(&*dir_text)
+            // SAFETY: signalling the lab's own forwarder.
+            && unsafe { libc::kill(pid, libc::SIGKILL) } == 0
+        {
+            killed.push(pid);
+        }
+    }
     let mut removed = 0;
     let mut left = Vec::new();
     for ns in layout.namespaces() {
@@ -706,6 +767,10 @@ pub struct MemberStatus {
     /// (switches) The queueing its running configuration holds, as the lab reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qos: Option<super::qos::SwitchQos>,
+    /// (switches) The forwarder's counters: per port the eight queues' packets, bytes,
+    /// ECN marks, drops by reason and peak depth; frames without a route or neighbour.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<serde_json::Value>,
 }
 
 pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
@@ -751,6 +816,9 @@ pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
         let device = dir.join("devices").join(&member.name);
         let qos =
             (kind == "switch" && device.join("vendor").exists()).then(|| Device::at(&device).qos());
+        let counters = fs::read_to_string(device.join("queues.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
         out.push(MemberStatus {
             name: member.name.clone(),
             kind,
@@ -759,6 +827,7 @@ pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
             static_routes,
             dataplane_error,
             qos,
+            counters,
         });
     }
     Ok(out)

@@ -6,5 +6,6 @@
 pub mod dataplane;
 pub mod emulator;
 pub mod fabric;
+pub mod forwarder;
 pub mod qos;
 pub mod queueing;

@@ -253,6 +253,57 @@ fn lab_end_to_end() {
         // The lab's job may drop up to its loss bound (1%).
         assert!(r["delivered"].as_f64().unwrap() >= 0.99, "{r}");
     }
+    // The allreduce crossed the forwarder: every switch counted it, and the queueing
+    // the switches run acted on it — gradients marked (ECT) or dropped (Not-ECT) past
+    // their queue's threshold, the control class (strict, highest) never dropped.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let out = lab.mltctl(&[
+        "lab",
+        "status",
+        "--json",
+        "--dir",
+        &lab.dir.to_string_lossy(),
+    ]);
+    let members: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (mut marked, mut dropped_not_ect) = (0, 0);
+    for switch in members
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["kind"] == "switch")
+    {
+        let ports = switch["counters"]["ports"].as_object().unwrap();
+        let forwarded: u64 = ports
+            .values()
+            .flat_map(|qs| qs.as_array().unwrap())
+            .map(|q| q["packets"].as_u64().unwrap())
+            .sum();
+        assert!(
+            forwarded > 0,
+            "{} forwarded nothing: {switch}",
+            switch["name"]
+        );
+        for queues in ports.values() {
+            let queues = queues.as_array().unwrap();
+            let control = &queues[7];
+            let drops = ["dropped_not_ect", "dropped_red", "dropped_full"]
+                .map(|f| control[f].as_u64().unwrap());
+            assert_eq!(
+                drops,
+                [0, 0, 0],
+                "{}: control queue {control}",
+                switch["name"]
+            );
+            for q in queues {
+                marked += q["marked"].as_u64().unwrap();
+                dropped_not_ect += q["dropped_not_ect"].as_u64().unwrap();
+            }
+        }
+    }
+    assert!(
+        marked > 0 && dropped_not_ect > 0,
+        "marked {marked}, Not-ECT dropped {dropped_not_ect}"
+    );
 
     // Undo the apply on the leaves: they stop forwarding by its routes at once.
     let history = lab.mltctl(&["history", "--json"]);

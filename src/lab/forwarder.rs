@@ -1,0 +1,527 @@
+//! The lab's forwarder: one process, a thread per switch, each in its switch's network
+//! namespace with a raw (AF_PACKET) socket on every data port. It routes IPv4 by the
+//! static routes the switch runs and its connected subnets, resolves next hops with
+//! ARP of its own, and queues every frame on its egress port as the switch's running
+//! configuration says ([`super::queueing`]): DSCP → queue, RED/ECN, strict priority,
+//! the port rate. It re-reads a switch's configuration when it changes and writes the
+//! queues' counters to `devices/NAME/queues.json` for `lab status`. The kernel of a
+//! switch namespace does not forward (ip_forward is off); it still answers ARP and
+//! pings for the switch's own addresses.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use endhost::datapath::frame::Ipv4Packet;
+use ipnet::Ipv4Net;
+
+use super::dataplane::running_routes;
+use super::emulator::Device;
+use super::fabric::{LabError, Member, layout};
+use super::queueing::{Port, QueueCounters};
+
+const ETH_P_ALL: u16 = 0x0003;
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_ARP: u16 = 0x0806;
+/// Linux's PACKET_IGNORE_OUTGOING: a socket does not see the frames it sends.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const MAX_FRAME: usize = 9216 + 14;
+/// The share of the switch's buffer one port's queues may hold.
+const PORT_BUFFER_BYTES: u64 = 4 << 20;
+
+/// Runs the forwarder of the lab in `dir` until it is killed.
+pub fn run(dir: &Path, rate_mbps: u64) -> Result<(), LabError> {
+    let layout = layout(dir)?;
+    let threads: Vec<_> = layout
+        .switches
+        .iter()
+        .cloned()
+        .map(|member| {
+            let device = dir.join("devices").join(&member.name);
+            std::thread::spawn(move || switch_loop(&member, &device, rate_mbps * 1_000_000))
+        })
+        .collect();
+    for thread in threads {
+        match thread.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(LabError::Refused("a switch's forwarder panicked".into())),
+        }
+    }
+    Ok(())
+}
+
+/// One interface of the switch's namespace.
+struct Iface {
+    index: i32,
+    name: String,
+    mac: [u8; 6],
+    /// The vendor's port name.
+    alias: Option<String>,
+    /// The bridge it is a port of.
+    master: Option<String>,
+    nets: Vec<Ipv4Net>,
+}
+
+/// A device frames leave through: an uplink, or the rack bridge towards the hosts.
+struct Egress {
+    iface: usize,
+    socket: OwnedFd,
+    port: Port,
+    /// The vendor port name whose queueing it applies.
+    qos_port: String,
+}
+
+struct Switch {
+    device: Device,
+    ifaces: Vec<Iface>,
+    /// (socket, interface) frames arrive on.
+    ingress: Vec<(OwnedFd, usize)>,
+    egress: Vec<Egress>,
+    routes: Vec<(Ipv4Net, Target)>,
+    neighbours: HashMap<Ipv4Addr, [u8; 6]>,
+    asked: HashMap<Ipv4Addr, Instant>,
+    config_stamp: Option<SystemTime>,
+    no_route: u64,
+    no_neighbour: u64,
+}
+
+#[derive(Clone)]
+enum Target {
+    Discard,
+    /// Next hops (several: ECMP).
+    Via(Vec<Ipv4Addr>),
+    /// On the subnet of this egress.
+    Connected(usize),
+}
+
+fn switch_loop(member: &Member, device_dir: &Path, rate: u64) -> Result<(), LabError> {
+    enter_namespace(&member.namespace)?;
+    let mut switch = Switch::open(device_dir, rate)?;
+    let mut buffer = vec![0u8; MAX_FRAME];
+    let mut last_check = Instant::now() - Duration::from_secs(1);
+    let mut last_stats = Instant::now();
+    let start = Instant::now();
+    loop {
+        if last_check.elapsed() >= Duration::from_millis(200) {
+            switch.reload_if_changed();
+            last_check = Instant::now();
+        }
+        if last_stats.elapsed() >= Duration::from_millis(500) {
+            switch.write_counters();
+            last_stats = Instant::now();
+        }
+        let now = start.elapsed().as_nanos() as u64;
+        let wait = switch
+            .egress
+            .iter()
+            .filter_map(|e| e.port.next_departure())
+            .min()
+            .map_or(50_000_000, |at| at.saturating_sub(now).min(50_000_000));
+        switch.poll(wait, &mut buffer);
+        let now = start.elapsed().as_nanos() as u64;
+        for egress in &mut switch.egress {
+            while let Some(frame) = egress.port.dequeue(now) {
+                send(&egress.socket, switch.ifaces[egress.iface].index, &frame);
+            }
+        }
+    }
+}
+
+impl Switch {
+    fn open(device_dir: &Path, rate: u64) -> Result<Switch, LabError> {
+        let ifaces = interfaces()?;
+        let device = Device::at(device_dir);
+        let qos = device.qos();
+        let mut ingress = Vec::new();
+        let mut egress = Vec::new();
+        for (i, iface) in ifaces.iter().enumerate() {
+            if iface.name == "lo" || iface.name == "mgmt0" {
+                continue;
+            }
+            let bridge = ifaces
+                .iter()
+                .any(|o| o.master.as_deref() == Some(&iface.name));
+            if iface.master.is_some() {
+                // A host port: frames arrive here; they leave through its bridge. Only
+                // a tap on every protocol sees a bridge port's frames before the bridge
+                // takes them.
+                ingress.push((packet_socket(iface.index, ETH_P_ALL)?, i));
+                continue;
+            }
+            let protocol = if bridge { ETH_P_ARP } else { ETH_P_ALL };
+            let qos_port = if bridge {
+                ifaces
+                    .iter()
+                    .find(|o| o.master.as_deref() == Some(&iface.name))
+                    .and_then(|o| o.alias.clone())
+                    .unwrap_or_default()
+            } else {
+                iface.alias.clone().unwrap_or_else(|| iface.name.clone())
+            };
+            let port_qos = qos
+                .port(&qos_port)
+                .cloned()
+                .unwrap_or_else(|| super::qos::PortQos::mapped([0; 64]));
+            ingress.push((packet_socket(iface.index, protocol)?, i));
+            egress.push(Egress {
+                iface: i,
+                socket: packet_socket(iface.index, ETH_P_ARP)?,
+                port: Port::new(port_qos, rate, PORT_BUFFER_BYTES, iface.index as u64),
+                qos_port,
+            });
+        }
+        let mut switch = Switch {
+            device,
+            ifaces,
+            ingress,
+            egress,
+            routes: Vec::new(),
+            neighbours: HashMap::new(),
+            asked: HashMap::new(),
+            config_stamp: None,
+            no_route: 0,
+            no_neighbour: 0,
+        };
+        switch.reload_if_changed();
+        Ok(switch)
+    }
+
+    /// Routes and queueing again, when the running configuration changed.
+    fn reload_if_changed(&mut self) {
+        let stamp = fs::read_dir(&self.device.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter_map(|e| e.metadata().and_then(|m| m.modified()).ok())
+            .max();
+        if stamp == self.config_stamp {
+            return;
+        }
+        self.config_stamp = stamp;
+        let running = self.device.running();
+        let mut routes: Vec<(Ipv4Net, Target)> = running_routes(&self.device.vendor, &running)
+            .into_iter()
+            .map(|r| {
+                let target = if r.discard || r.next_hops.is_empty() {
+                    Target::Discard
+                } else {
+                    Target::Via(r.next_hops.into_iter().collect())
+                };
+                (r.prefix, target)
+            })
+            .collect();
+        for (e, egress) in self.egress.iter().enumerate() {
+            for net in &self.ifaces[egress.iface].nets {
+                routes.push((net.trunc(), Target::Connected(e)));
+            }
+        }
+        // Longest prefix first; a connected subnet before a static route of its length.
+        routes.sort_by_key(|(net, target)| {
+            (
+                std::cmp::Reverse(net.prefix_len()),
+                !matches!(target, Target::Connected(_)),
+            )
+        });
+        self.routes = routes;
+        let qos = self.device.qos();
+        for egress in &mut self.egress {
+            if let Some(port_qos) = qos.port(&egress.qos_port) {
+                egress.port.set_qos(port_qos.clone());
+            }
+        }
+    }
+
+    fn write_counters(&self) {
+        let queues: BTreeMap<&str, &[QueueCounters; 8]> = self
+            .egress
+            .iter()
+            .map(|e| (e.qos_port.as_str(), e.port.counters()))
+            .collect();
+        let report = serde_json::json!({
+            "ports": queues,
+            "no_route": self.no_route,
+            "no_neighbour": self.no_neighbour,
+        });
+        self.device.write("queues.json", &report.to_string());
+    }
+
+    fn poll(&mut self, wait_ns: u64, buffer: &mut [u8]) {
+        let mut fds: Vec<libc::pollfd> = self
+            .ingress
+            .iter()
+            .map(|(fd, _)| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let timeout = i32::try_from(wait_ns / 1_000_000).unwrap_or(50);
+        // SAFETY: fds is a valid array of pollfd for its length.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if ready <= 0 {
+            return;
+        }
+        for (slot, pollfd) in fds.iter().enumerate() {
+            if pollfd.revents & libc::POLLIN == 0 {
+                continue;
+            }
+            // A burst at a time, so that one busy port does not starve the others.
+            for _ in 0..64 {
+                // SAFETY: reading into a buffer we own, of its length.
+                let n = unsafe {
+                    libc::recv(
+                        pollfd.fd,
+                        buffer.as_mut_ptr().cast(),
+                        buffer.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                let Ok(n) = usize::try_from(n) else { break };
+                let iface = self.ingress[slot].1;
+                self.handle(iface, &buffer[..n]);
+            }
+        }
+    }
+
+    fn handle(&mut self, iface: usize, frame: &[u8]) {
+        if frame.len() < 14 {
+            return;
+        }
+        match u16::from_be_bytes([frame[12], frame[13]]) {
+            ETH_P_ARP => self.learn(frame),
+            ETH_P_IP => self.forward(iface, frame),
+            _ => {}
+        }
+    }
+
+    /// Every ARP frame seen teaches its sender's address.
+    fn learn(&mut self, frame: &[u8]) {
+        let Some(arp) = frame.get(14..42) else { return };
+        let mac: [u8; 6] = arp[8..14].try_into().expect("six bytes");
+        let ip = Ipv4Addr::new(arp[14], arp[15], arp[16], arp[17]);
+        if !ip.is_unspecified() {
+            self.neighbours.insert(ip, mac);
+        }
+    }
+
+    fn forward(&mut self, iface: usize, frame: &[u8]) {
+        // Only frames sent to this switch: its port's MAC, or its bridge's for a host port.
+        let here = &self.ifaces[iface];
+        let own_mac = match &here.master {
+            Some(bridge) => self
+                .ifaces
+                .iter()
+                .find(|i| &i.name == bridge)
+                .map(|i| i.mac),
+            None => Some(here.mac),
+        };
+        if own_mac.is_none_or(|mac| frame[..6] != mac) {
+            return;
+        }
+        let Ok(ip) = Ipv4Packet::new_checked(&frame[14..]) else {
+            return;
+        };
+        let (src, dst) = (ip.src(), ip.dst());
+        if self
+            .ifaces
+            .iter()
+            .any(|i| i.nets.iter().any(|n| n.addr() == dst))
+        {
+            return; // the kernel's
+        }
+        let Some(target) = self
+            .routes
+            .iter()
+            .find(|(net, _)| net.contains(&dst))
+            .map(|(_, t)| t.clone())
+        else {
+            self.no_route += 1;
+            return;
+        };
+        let (egress, hop) = match target {
+            Target::Discard => return,
+            Target::Connected(e) => (e, dst),
+            Target::Via(hops) => {
+                let hash = u32::from(src) ^ u32::from(dst).rotate_left(16);
+                let hop = hops[hash as usize % hops.len()];
+                let Some(e) = self
+                    .egress
+                    .iter()
+                    .position(|e| self.ifaces[e.iface].nets.iter().any(|n| n.contains(&hop)))
+                else {
+                    self.no_route += 1;
+                    return;
+                };
+                (e, hop)
+            }
+        };
+        let out = &self.ifaces[self.egress[egress].iface];
+        let Some(&next_mac) = self.neighbours.get(&hop) else {
+            self.no_neighbour += 1;
+            self.ask(egress, hop);
+            return;
+        };
+        let mut copy = frame.to_vec();
+        copy[..6].copy_from_slice(&next_mac);
+        copy[6..12].copy_from_slice(&out.mac);
+        let Ok(mut ip) = Ipv4Packet::new_checked(&mut copy[14..]) else {
+            return;
+        };
+        if !ip.decrement_ttl() {
+            return;
+        }
+        self.egress[egress].port.enqueue(copy);
+    }
+
+    /// Asks who has `hop` on the egress's interface, at most every 100 ms.
+    fn ask(&mut self, egress: usize, hop: Ipv4Addr) {
+        if self
+            .asked
+            .get(&hop)
+            .is_some_and(|at| at.elapsed() < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.asked.insert(hop, Instant::now());
+        let out = &self.ifaces[self.egress[egress].iface];
+        let Some(me) = out.nets.iter().find(|n| n.contains(&hop)).map(|n| n.addr()) else {
+            return;
+        };
+        let mut frame = [0u8; 42];
+        frame[..6].copy_from_slice(&[0xff; 6]);
+        frame[6..12].copy_from_slice(&out.mac);
+        frame[12..14].copy_from_slice(&ETH_P_ARP.to_be_bytes());
+        // Ethernet, IPv4, 6- and 4-byte addresses, request.
+        frame[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        frame[22..28].copy_from_slice(&out.mac);
+        frame[28..32].copy_from_slice(&me.octets());
+        frame[38..42].copy_from_slice(&hop.octets());
+        send(&self.egress[egress].socket, out.index, &frame);
+    }
+}
+
+fn enter_namespace(namespace: &str) -> Result<(), LabError> {
+    let path = Path::new("/run/netns").join(namespace);
+    let file = fs::File::open(&path).map_err(|source| LabError::Io {
+        what: format!("cannot open {}", path.display()),
+        source,
+    })?;
+    // SAFETY: setns on a namespace file we hold open; it changes only this thread.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(LabError::Io {
+            what: format!("cannot enter {namespace}"),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+/// The interfaces of this thread's namespace (`ip` runs in it: a child inherits it).
+fn interfaces() -> Result<Vec<Iface>, LabError> {
+    let out = std::process::Command::new("ip")
+        .args(["-j", "-d", "addr", "show"])
+        .output()
+        .map_err(|source| LabError::Io {
+            what: "cannot run ip".into(),
+            source,
+        })?;
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)
+        .map_err(|e| LabError::Refused(format!("ip addr printed no JSON: {e}")))?;
+    Ok(list
+        .iter()
+        .filter_map(|l| {
+            let mac: Vec<u8> = l["address"]
+                .as_str()?
+                .split(':')
+                .filter_map(|b| u8::from_str_radix(b, 16).ok())
+                .collect();
+            Some(Iface {
+                index: i32::try_from(l["ifindex"].as_i64()?).ok()?,
+                name: l["ifname"].as_str()?.to_string(),
+                mac: mac.try_into().ok()?,
+                alias: l["ifalias"].as_str().map(str::to_string),
+                master: l["master"].as_str().map(str::to_string),
+                nets: l["addr_info"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| a["family"] == "inet")
+                    .filter_map(|a| {
+                        let ip: Ipv4Addr = a["local"].as_str()?.parse().ok()?;
+                        Ipv4Net::new(ip, u8::try_from(a["prefixlen"].as_u64()?).ok()?).ok()
+                    })
+                    .collect(),
+            })
+        })
+        .collect())
+}
+
+/// A raw socket on interface `index` receiving `protocol`, not its own sends.
+fn packet_socket(index: i32, protocol: u16) -> Result<OwnedFd, LabError> {
+    let failed = |what: &str| LabError::Io {
+        what: format!("{what} (interface {index})"),
+        source: std::io::Error::last_os_error(),
+    };
+    // SAFETY: plain socket calls; the descriptor is owned by the OwnedFd at once.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            i32::from(protocol.to_be()),
+        );
+        if fd < 0 {
+            return Err(failed("cannot open a packet socket"));
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut address: libc::sockaddr_ll = std::mem::zeroed();
+        address.sll_family = libc::AF_PACKET as u16;
+        address.sll_protocol = protocol.to_be();
+        address.sll_ifindex = index;
+        if libc::bind(
+            fd.as_raw_fd(),
+            (&address as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        ) != 0
+        {
+            return Err(failed("cannot bind a packet socket"));
+        }
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            PACKET_IGNORE_OUTGOING,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        );
+        Ok(fd)
+    }
+}
+
+fn send(socket: &OwnedFd, index: i32, frame: &[u8]) {
+    // SAFETY: sending a buffer we own to an interface of this namespace.
+    unsafe {
+        let mut address: libc::sockaddr_ll = std::mem::zeroed();
+        address.sll_family = libc::AF_PACKET as u16;
+        address.sll_ifindex = index;
+        address.sll_halen = 6;
+        address.sll_addr[..6].copy_from_slice(&frame[..6]);
+        libc::sendto(
+            socket.as_raw_fd(),
+            frame.as_ptr().cast(),
+            frame.len(),
+            libc::MSG_DONTWAIT,
+            (&address as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        );
+    }
+}
+
+/// Where the forwarder of the lab in `dir` keeps its process id.
+pub fn pid_file(dir: &Path) -> PathBuf {
+    dir.join("forwarder.pid")
+}

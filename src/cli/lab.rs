@@ -16,9 +16,9 @@ use super::{Failure, print, print_json};
 /// sshd and the NIC the inventory names, cabled to its leaf; a management bridge joins
 /// them to this machine. It writes an inventory, a key and known_hosts, so every mltctl
 /// command works on the lab as on a real fabric. This is an emulation, not switches:
-/// each switch's namespace forwards by the static routes it runs (they follow every
-/// commit, confirm, rollback and revert timer), at --rate-mbps per port; its queueing (DSCP
-/// classes, strict priority, RED/ECN) is not emulated yet.
+/// a forwarder routes by the static routes each switch runs and queues by the QoS it
+/// runs (DSCP → queue, strict priority, RED/ECN, queue limits) at --rate-mbps per port,
+/// following every commit, confirm, rollback and revert timer.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -149,8 +149,8 @@ fn up(args: UpArgs) -> Result<(), Failure> {
         .collect();
     print(&format!(
         "lab `{name}` is up in {dir}: {switches} emulated switches ({vendors}), {hosts} hosts.\n\
-         It is an emulation for rehearsal: switches forward by the routes they run, at the\n\
-         port rate; their queueing is not emulated yet. Work on it as on a fabric:\n\
+         It is an emulation for rehearsal: switches forward by the routes and queue by the\n\
+         QoS they run, at the port rate. Work on it as on a fabric:\n\
          \n  export MLTCTL_INVENTORY={dir}/inventory.yaml MLTCTL_KNOWN_HOSTS={dir}/known_hosts \\\n\
          \x20        MLTCTL_REMOTE_DIR={dir}/remote\n\
          \x20 mltctl play playbooks/site.yml\n\
@@ -174,7 +174,7 @@ fn status(args: StatusArgs) -> Result<(), Failure> {
         for m in &members {
             let routes = m
                 .static_routes
-                .map(|n| format!(", forwards by {n} static route(s)"))
+                .map(|n| format!(", runs {n} static route(s)"))
                 .unwrap_or_default();
             let queueing = m
                 .qos

@@ -1,14 +1,8 @@
-//! The lab's data plane: each emulated switch forwards by the routes it runs.
-//!
-//! After every command of an emulated switch that has a data plane (a lab switch; the
-//! test fabrics' switches have none), the static routes of its running configuration
-//! are read, in the vendor's own syntax and independently of mltctl's parsers, and
-//! the kernel of the switch's network namespace — where the command runs, behind the
-//! switch's SSH server — is made to hold exactly those (protocol `static`): a commit,
-//! a confirm, a rollback or a revert timer shows in traffic at once.
-//!
-//! Queueing is not enforced here (the kernel here has no `prio` or `red` qdisc): see
-//! issue 18's remaining work in the README.
+//! The routes a lab switch runs: read from its running configuration in the vendor's
+//! own syntax (independently of mltctl's parsers) for the forwarder
+//! ([`super::forwarder`]), and kept in the kernel of the switch's network namespace
+//! after every command it runs (under its lock, protocol `static`), so that what the
+//! switch sends itself — and `lab status` — follows them too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

@@ -93,6 +93,11 @@ impl Layout {
     }
 }
 
+/// Where the forwarder of the lab in `dir` keeps its process id.
+fn forwarder_pid_file(dir: &Path) -> PathBuf {
+    dir.join("forwarder.pid")
+}
+
 /// A lab written before the forwarder had the rate the CLI defaults to.
 fn default_rate_mbps() -> u64 {
     1000
@@ -427,7 +432,7 @@ fn start_forwarder(spec: &Spec) -> Result<(), LabError> {
         .spawn()
         .map_err(io("cannot start the forwarder"))?;
     fs::write(
-        super::forwarder::pid_file(&spec.dir),
+        forwarder_pid_file(&spec.dir),
         child.id().to_string(),
     )
     .map_err(io("cannot write forwarder.pid"))?;
@@ -640,7 +645,7 @@ pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
     let layout = layout(dir)?;
     check_layout(&layout)?;
     let mut killed = Vec::new();
-    if let Some(pid) = fs::read_to_string(super::forwarder::pid_file(dir))
+    if let Some(pid) = fs::read_to_string(forwarder_pid_file(dir))
         .ok()
         .and_then(|p| p.trim().parse::<i32>().ok())
         .filter(|pid| *pid > 1)

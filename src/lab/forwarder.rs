@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use endhost::datapath::frame::Ipv4Packet;
@@ -519,9 +519,4 @@ fn send(socket: &OwnedFd, index: i32, frame: &[u8]) {
             std::mem::size_of::<libc::sockaddr_ll>() as u32,
         );
     }
-}
-
-/// Where the forwarder of the lab in `dir` keeps its process id.
-pub fn pid_file(dir: &Path) -> PathBuf {
-    dir.join("forwarder.pid")
 }

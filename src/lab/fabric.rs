@@ -431,11 +431,8 @@ fn start_forwarder(spec: &Spec) -> Result<(), LabError> {
         .process_group(0)
         .spawn()
         .map_err(io("cannot start the forwarder"))?;
-    fs::write(
-        forwarder_pid_file(&spec.dir),
-        child.id().to_string(),
-    )
-    .map_err(io("cannot write forwarder.pid"))?;
+    fs::write(forwarder_pid_file(&spec.dir), child.id().to_string())
+        .map_err(io("cannot write forwarder.pid"))?;
     Ok(())
 }
 

@@ -119,7 +119,8 @@ impl Lab {
             .unwrap()
     }
 
-    fn static_routes(&self) -> Vec<(String, u64)> {
+    /// `lab status --json` of the lab's switches.
+    fn switches(&self) -> Vec<Value> {
         let out = self.mltctl(&[
             "lab",
             "status",
@@ -134,6 +135,13 @@ impl Lab {
             .unwrap()
             .iter()
             .filter(|m| m["kind"] == "switch")
+            .cloned()
+            .collect()
+    }
+
+    fn static_routes(&self) -> Vec<(String, u64)> {
+        self.switches()
+            .iter()
             .map(|m| {
                 assert!(m.get("dataplane_error").is_none(), "{m}");
                 (
@@ -218,20 +226,7 @@ fn lab_end_to_end() {
     for (name, routes) in lab.static_routes() {
         assert!(routes >= 4, "{name} forwards by {routes} static route(s)");
     }
-    let out = lab.mltctl(&[
-        "lab",
-        "status",
-        "--json",
-        "--dir",
-        &lab.dir.to_string_lossy(),
-    ]);
-    let members: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for switch in members
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["kind"] == "switch")
-    {
+    for switch in &lab.switches() {
         let qos = &switch["qos"];
         let ports: Vec<&Value> = qos["ports"]
             .as_object()
@@ -257,21 +252,8 @@ fn lab_end_to_end() {
     // the switches run acted on it — gradients marked (ECT) or dropped (Not-ECT) past
     // their queue's threshold, the control class (strict, highest) never dropped.
     std::thread::sleep(std::time::Duration::from_millis(700));
-    let out = lab.mltctl(&[
-        "lab",
-        "status",
-        "--json",
-        "--dir",
-        &lab.dir.to_string_lossy(),
-    ]);
-    let members: Value = serde_json::from_slice(&out.stdout).unwrap();
     let (mut marked, mut dropped_not_ect) = (0, 0);
-    for switch in members
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["kind"] == "switch")
-    {
+    for switch in &lab.switches() {
         let ports = switch["counters"]["ports"].as_object().unwrap();
         let forwarded: u64 = ports
             .values()

@@ -220,7 +220,7 @@ fn status(args: StatusArgs) -> Result<(), Failure> {
                             .sum()
                     };
                     format!(
-                        "; forwarded {} packet(s), {} ECN-marked, dropped {} Not-ECT, {} by RED, {} full",
+                        "; queued {} packet(s) to send, {} ECN-marked, dropped {} Not-ECT, {} by RED, {} full",
                         total("packets"),
                         total("marked"),
                         total("dropped_not_ect"),

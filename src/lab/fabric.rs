@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::net::{Ipv4Addr, TcpStream};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -422,7 +423,7 @@ fn start_forwarder(spec: &Spec) -> Result<(), LabError> {
     use std::os::unix::process::CommandExt;
     let log = fs::File::create(spec.dir.join("forwarder.log"))
         .map_err(io("cannot create forwarder.log"))?;
-    let child = Command::new(&spec.mltctl)
+    let mut child = Command::new(&spec.mltctl)
         .args(["lab", "forward", "--dir"])
         .arg(&spec.dir)
         .stdin(std::process::Stdio::null())
@@ -431,6 +432,15 @@ fn start_forwarder(spec: &Spec) -> Result<(), LabError> {
         .process_group(0)
         .spawn()
         .map_err(io("cannot start the forwarder"))?;
+    // Every switch's sockets open within moments; a forwarder that cannot says why.
+    std::thread::sleep(Duration::from_millis(300));
+    if let Ok(Some(status)) = child.try_wait() {
+        let log = fs::read_to_string(spec.dir.join("forwarder.log")).unwrap_or_default();
+        return Err(LabError::Refused(format!(
+            "the forwarder ended ({status}): {}",
+            log.trim()
+        )));
+    }
     fs::write(forwarder_pid_file(&spec.dir), child.id().to_string())
         .map_err(io("cannot write forwarder.pid"))?;
     Ok(())
@@ -647,10 +657,17 @@ pub fn down(dir: &Path, say: &mut dyn FnMut(&str)) -> Result<(), LabError> {
         .and_then(|p| p.trim().parse::<i32>().ok())
         .filter(|pid| *pid > 1)
     {
-        // Only if it is ours: a forwarder of this lab's directory.
+        // Only if it is ours: `mltctl lab forward --dir` this very directory.
         let command = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let dir_text = dir.to_string_lossy();
-        if String::from_utf8_lossy(&command).contains(&*dir_text)
+        let words: Vec<&[u8]> = command.split(|b| *b == 0).collect();
+        let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let ours = words.windows(4).any(|w| {
+            w[0] == b"lab"
+                && w[1] == b"forward"
+                && w[2] == b"--dir"
+                && Path::new(std::ffi::OsStr::from_bytes(w[3])) == absolute
+        });
+        if ours
             // SAFETY: signalling the lab's own forwarder.
             && unsafe { libc::kill(pid, libc::SIGKILL) } == 0
         {
@@ -818,9 +835,10 @@ pub fn status(dir: &Path) -> Result<Vec<MemberStatus>, LabError> {
         let device = dir.join("devices").join(&member.name);
         let qos =
             (kind == "switch" && device.join("vendor").exists()).then(|| Device::at(&device).qos());
-        let counters = fs::read_to_string(device.join("queues.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
+        let counters =
+            fs::read_to_string(dir.join("counters").join(format!("{}.json", member.name)))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
         out.push(MemberStatus {
             name: member.name.clone(),
             kind,

@@ -4,7 +4,7 @@
 //! ARP of its own, and queues every frame on its egress port as the switch's running
 //! configuration says ([`super::queueing`]): DSCP → queue, RED/ECN, strict priority,
 //! the port rate. It re-reads a switch's configuration when it changes and writes the
-//! queues' counters to `devices/NAME/queues.json` for `lab status`. The kernel of a
+//! queues' counters to `counters/NAME.json` for `lab status`. The kernel of a
 //! switch namespace does not forward (ip_forward is off); it still answers ARP and
 //! pings for the switch's own addresses.
 
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use endhost::datapath::frame::Ipv4Packet;
@@ -29,26 +29,34 @@ const ETH_P_ARP: u16 = 0x0806;
 /// Linux's PACKET_IGNORE_OUTGOING: a socket does not see the frames it sends.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const MAX_FRAME: usize = 9216 + 14;
-/// The share of the switch's buffer one port's queues may hold.
+/// Bytes one port's queues may hold together: a fixed, generous buffer (the lab does
+/// not model how a switch shares its buffer between ports).
 const PORT_BUFFER_BYTES: u64 = 4 << 20;
 
 /// Runs the forwarder of the lab in `dir` until it is killed.
 pub fn run(dir: &Path, rate_mbps: u64) -> Result<(), LabError> {
     let layout = layout(dir)?;
+    let rate = rate_mbps.saturating_mul(1_000_000);
     let threads: Vec<_> = layout
         .switches
         .iter()
         .cloned()
         .map(|member| {
             let device = dir.join("devices").join(&member.name);
-            std::thread::spawn(move || switch_loop(&member, &device, rate_mbps * 1_000_000))
+            let counters = dir.join("counters").join(format!("{}.json", member.name));
+            std::thread::spawn(move || {
+                // A switch without its data plane is no lab: the whole forwarder ends,
+                // and `lab status` shows it.
+                if let Err(e) = switch_loop(&member, &device, &counters, rate) {
+                    eprintln!("mltctl lab forward: {}: {e}", member.name);
+                    std::process::exit(1);
+                }
+            })
         })
         .collect();
     for thread in threads {
-        match thread.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(LabError::Refused("a switch's forwarder panicked".into())),
+        if thread.join().is_err() {
+            return Err(LabError::Refused("a switch's forwarder panicked".into()));
         }
     }
     Ok(())
@@ -66,12 +74,12 @@ struct Iface {
     nets: Vec<Ipv4Net>,
 }
 
-/// A device frames leave through: an uplink, or the rack bridge towards the hosts.
+/// A port frames leave through: an uplink, or a host port of the rack's bridge.
 struct Egress {
     iface: usize,
     socket: OwnedFd,
     port: Port,
-    /// The vendor port name whose queueing it applies.
+    /// The vendor's port name: whose queueing it applies.
     qos_port: String,
 }
 
@@ -83,10 +91,17 @@ struct Switch {
     egress: Vec<Egress>,
     routes: Vec<(Ipv4Net, Target)>,
     neighbours: HashMap<Ipv4Addr, [u8; 6]>,
+    /// Which egress reaches a host's MAC (learnt from the frames it sends).
+    host_ports: HashMap<[u8; 6], usize>,
+    /// Where ARP requests for the hosts go out: the bridge (it floods them).
+    bridge: Option<(OwnedFd, usize)>,
     asked: HashMap<Ipv4Addr, Instant>,
+    running: PathBuf,
     config_stamp: Option<SystemTime>,
+    counters: PathBuf,
     no_route: u64,
     no_neighbour: u64,
+    send_failed: u64,
 }
 
 #[derive(Clone)]
@@ -94,13 +109,18 @@ enum Target {
     Discard,
     /// Next hops (several: ECMP).
     Via(Vec<Ipv4Addr>),
-    /// On the subnet of this egress.
+    /// On the subnet of this interface.
     Connected(usize),
 }
 
-fn switch_loop(member: &Member, device_dir: &Path, rate: u64) -> Result<(), LabError> {
+fn switch_loop(
+    member: &Member,
+    device_dir: &Path,
+    counters: &Path,
+    rate: u64,
+) -> Result<(), LabError> {
     enter_namespace(&member.namespace)?;
-    let mut switch = Switch::open(device_dir, rate)?;
+    let mut switch = Switch::open(device_dir, counters, rate)?;
     let mut buffer = vec![0u8; MAX_FRAME];
     let mut last_check = Instant::now() - Duration::from_secs(1);
     let mut last_stats = Instant::now();
@@ -125,66 +145,67 @@ fn switch_loop(member: &Member, device_dir: &Path, rate: u64) -> Result<(), LabE
         let now = start.elapsed().as_nanos() as u64;
         for egress in &mut switch.egress {
             while let Some(frame) = egress.port.dequeue(now) {
-                send(&egress.socket, switch.ifaces[egress.iface].index, &frame);
+                if !send(&egress.socket, switch.ifaces[egress.iface].index, &frame) {
+                    switch.send_failed += 1;
+                }
             }
         }
     }
 }
 
 impl Switch {
-    fn open(device_dir: &Path, rate: u64) -> Result<Switch, LabError> {
+    fn open(device_dir: &Path, counters: &Path, rate: u64) -> Result<Switch, LabError> {
         let ifaces = interfaces()?;
         let device = Device::at(device_dir);
         let qos = device.qos();
         let mut ingress = Vec::new();
         let mut egress = Vec::new();
+        let mut bridge = None;
         for (i, iface) in ifaces.iter().enumerate() {
             if iface.name == "lo" || iface.name == "mgmt0" {
                 continue;
             }
-            let bridge = ifaces
+            if ifaces
                 .iter()
-                .any(|o| o.master.as_deref() == Some(&iface.name));
-            if iface.master.is_some() {
-                // A host port: frames arrive here; they leave through its bridge. Only
-                // a tap on every protocol sees a bridge port's frames before the bridge
-                // takes them.
-                ingress.push((packet_socket(iface.index, ETH_P_ALL)?, i));
+                .any(|o| o.master.as_deref() == Some(&iface.name))
+            {
+                // The rack's bridge: only its ARP replies are read here; its ports
+                // carry the frames.
+                ingress.push((packet_socket(iface.index, ETH_P_ARP)?, i));
+                bridge = Some((packet_socket(iface.index, 0)?, i));
                 continue;
             }
-            let protocol = if bridge { ETH_P_ARP } else { ETH_P_ALL };
-            let qos_port = if bridge {
-                ifaces
-                    .iter()
-                    .find(|o| o.master.as_deref() == Some(&iface.name))
-                    .and_then(|o| o.alias.clone())
-                    .unwrap_or_default()
-            } else {
-                iface.alias.clone().unwrap_or_else(|| iface.name.clone())
-            };
+            // Only a tap on every protocol sees a bridge port's frames before the
+            // bridge takes them.
+            ingress.push((packet_socket(iface.index, ETH_P_ALL)?, i));
+            let qos_port = iface.alias.clone().unwrap_or_else(|| iface.name.clone());
             let port_qos = qos
                 .port(&qos_port)
                 .cloned()
-                .unwrap_or_else(|| super::qos::PortQos::mapped([0; 64]));
-            ingress.push((packet_socket(iface.index, protocol)?, i));
+                .unwrap_or_else(factory_queueing);
             egress.push(Egress {
                 iface: i,
-                socket: packet_socket(iface.index, ETH_P_ARP)?,
+                socket: packet_socket(iface.index, 0)?,
                 port: Port::new(port_qos, rate, PORT_BUFFER_BYTES, iface.index as u64),
                 qos_port,
             });
         }
         let mut switch = Switch {
+            running: device.running_file(),
             device,
             ifaces,
             ingress,
             egress,
             routes: Vec::new(),
             neighbours: HashMap::new(),
+            host_ports: HashMap::new(),
+            bridge,
             asked: HashMap::new(),
             config_stamp: None,
+            counters: counters.to_path_buf(),
             no_route: 0,
             no_neighbour: 0,
+            send_failed: 0,
         };
         switch.reload_if_changed();
         Ok(switch)
@@ -192,13 +213,7 @@ impl Switch {
 
     /// Routes and queueing again, when the running configuration changed.
     fn reload_if_changed(&mut self) {
-        let stamp = fs::read_dir(&self.device.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .filter_map(|e| e.metadata().and_then(|m| m.modified()).ok())
-            .max();
+        let stamp = fs::metadata(&self.running).and_then(|m| m.modified()).ok();
         if stamp == self.config_stamp {
             return;
         }
@@ -215,9 +230,12 @@ impl Switch {
                 (r.prefix, target)
             })
             .collect();
-        for (e, egress) in self.egress.iter().enumerate() {
-            for net in &self.ifaces[egress.iface].nets {
-                routes.push((net.trunc(), Target::Connected(e)));
+        for (i, iface) in self.ifaces.iter().enumerate() {
+            if iface.name == "lo" || iface.name == "mgmt0" {
+                continue;
+            }
+            for net in &iface.nets {
+                routes.push((net.trunc(), Target::Connected(i)));
             }
         }
         // Longest prefix first; a connected subnet before a static route of its length.
@@ -228,11 +246,14 @@ impl Switch {
             )
         });
         self.routes = routes;
+        // A port the configuration no longer queues goes back to the factory's.
         let qos = self.device.qos();
         for egress in &mut self.egress {
-            if let Some(port_qos) = qos.port(&egress.qos_port) {
-                egress.port.set_qos(port_qos.clone());
-            }
+            let port_qos = qos
+                .port(&egress.qos_port)
+                .cloned()
+                .unwrap_or_else(factory_queueing);
+            egress.port.set_qos(port_qos);
         }
     }
 
@@ -246,8 +267,15 @@ impl Switch {
             "ports": queues,
             "no_route": self.no_route,
             "no_neighbour": self.no_neighbour,
+            "send_failed": self.send_failed,
         });
-        self.device.write("queues.json", &report.to_string());
+        let partial = self.counters.with_extension("partial");
+        if let Some(dir) = self.counters.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        if fs::write(&partial, report.to_string()).is_ok() {
+            let _ = fs::rename(&partial, &self.counters);
+        }
     }
 
     fn poll(&mut self, wait_ns: u64, buffer: &mut [u8]) {
@@ -260,13 +288,40 @@ impl Switch {
                 revents: 0,
             })
             .collect();
-        let timeout = i32::try_from(wait_ns / 1_000_000).unwrap_or(50);
-        // SAFETY: fds is a valid array of pollfd for its length.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        // To the nanosecond: a frame's time on the wire is microseconds.
+        let timeout = libc::timespec {
+            tv_sec: (wait_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (wait_ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: fds is a valid array of pollfd for its length; no signal mask.
+        let ready = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &timeout,
+                std::ptr::null(),
+            )
+        };
         if ready <= 0 {
             return;
         }
         for (slot, pollfd) in fds.iter().enumerate() {
+            if pollfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                // A port went down: reading the error clears it (or poll would report
+                // it again at once, forever).
+                let mut error: libc::c_int = 0;
+                let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                // SAFETY: SO_ERROR into an int we own.
+                unsafe {
+                    libc::getsockopt(
+                        pollfd.fd,
+                        libc::SOL_SOCKET,
+                        libc::SO_ERROR,
+                        (&mut error as *mut libc::c_int).cast(),
+                        &mut len,
+                    )
+                };
+            }
             if pollfd.revents & libc::POLLIN == 0 {
                 continue;
             }
@@ -292,19 +347,42 @@ impl Switch {
         if frame.len() < 14 {
             return;
         }
+        if self.ifaces[iface].master.is_some() {
+            // A host port: the host behind it is reached through it.
+            let source: [u8; 6] = frame[6..12].try_into().expect("six bytes");
+            if let Some(e) = self.egress.iter().position(|e| e.iface == iface) {
+                self.host_ports.insert(source, e);
+            }
+        }
         match u16::from_be_bytes([frame[12], frame[13]]) {
-            ETH_P_ARP => self.learn(frame),
+            ETH_P_ARP => self.learn(iface, frame),
             ETH_P_IP => self.forward(iface, frame),
             _ => {}
         }
     }
 
-    /// Every ARP frame seen teaches its sender's address.
-    fn learn(&mut self, frame: &[u8]) {
+    /// An ARP frame teaches its sender's address, if the sender is on a subnet of the
+    /// interface it came in on (a host cannot claim a spine's address).
+    fn learn(&mut self, iface: usize, frame: &[u8]) {
         let Some(arp) = frame.get(14..42) else { return };
+        // Ethernet, IPv4, 6- and 4-byte addresses.
+        if arp[..6] != [0, 1, 8, 0, 6, 4] {
+            return;
+        }
         let mac: [u8; 6] = arp[8..14].try_into().expect("six bytes");
         let ip = Ipv4Addr::new(arp[14], arp[15], arp[16], arp[17]);
-        if !ip.is_unspecified() {
+        let here = &self.ifaces[iface];
+        let nets = match &here.master {
+            Some(bridge) => self
+                .ifaces
+                .iter()
+                .find(|i| &i.name == bridge)
+                .map(|i| &i.nets),
+            None => Some(&here.nets),
+        };
+        let on_link =
+            nets.is_some_and(|nets| nets.iter().any(|n| n.contains(&ip) && n.addr() != ip));
+        if on_link {
             self.neighbours.insert(ip, mac);
         }
     }
@@ -326,7 +404,7 @@ impl Switch {
         let Ok(ip) = Ipv4Packet::new_checked(&frame[14..]) else {
             return;
         };
-        let (src, dst) = (ip.src(), ip.dst());
+        let dst = ip.dst();
         if self
             .ifaces
             .iter()
@@ -343,32 +421,46 @@ impl Switch {
             self.no_route += 1;
             return;
         };
-        let (egress, hop) = match target {
+        let (out_iface, hop) = match target {
             Target::Discard => return,
-            Target::Connected(e) => (e, dst),
+            Target::Connected(i) => (i, dst),
             Target::Via(hops) => {
-                let hash = u32::from(src) ^ u32::from(dst).rotate_left(16);
-                let hop = hops[hash as usize % hops.len()];
-                let Some(e) = self
-                    .egress
+                let reachable: Vec<(usize, Ipv4Addr)> = hops
                     .iter()
-                    .position(|e| self.ifaces[e.iface].nets.iter().any(|n| n.contains(&hop)))
-                else {
+                    .filter_map(|hop| {
+                        self.ifaces
+                            .iter()
+                            .position(|i| i.nets.iter().any(|n| n.contains(hop)))
+                            .map(|i| (i, *hop))
+                    })
+                    .collect();
+                if reachable.is_empty() {
                     self.no_route += 1;
                     return;
-                };
-                (e, hop)
+                }
+                reachable[flow_hash(&ip) as usize % reachable.len()]
             }
         };
-        let out = &self.ifaces[self.egress[egress].iface];
         let Some(&next_mac) = self.neighbours.get(&hop) else {
             self.no_neighbour += 1;
-            self.ask(egress, hop);
+            self.ask(out_iface, hop);
             return;
         };
+        // Through the port itself, or (the rack's bridge) the host port the host is on.
+        let egress = match self.egress.iter().position(|e| e.iface == out_iface) {
+            Some(e) => e,
+            None => match self.host_ports.get(&next_mac) {
+                Some(&e) => e,
+                None => {
+                    self.no_neighbour += 1;
+                    return;
+                }
+            },
+        };
+        let source_mac = self.ifaces[out_iface].mac;
         let mut copy = frame.to_vec();
         copy[..6].copy_from_slice(&next_mac);
-        copy[6..12].copy_from_slice(&out.mac);
+        copy[6..12].copy_from_slice(&source_mac);
         let Ok(mut ip) = Ipv4Packet::new_checked(&mut copy[14..]) else {
             return;
         };
@@ -378,8 +470,9 @@ impl Switch {
         self.egress[egress].port.enqueue(copy);
     }
 
-    /// Asks who has `hop` on the egress's interface, at most every 100 ms.
-    fn ask(&mut self, egress: usize, hop: Ipv4Addr) {
+    /// Asks who has `hop` on interface `iface` (a bridge floods it to its ports), at
+    /// most every 100 ms.
+    fn ask(&mut self, iface: usize, hop: Ipv4Addr) {
         if self
             .asked
             .get(&hop)
@@ -388,7 +481,7 @@ impl Switch {
             return;
         }
         self.asked.insert(hop, Instant::now());
-        let out = &self.ifaces[self.egress[egress].iface];
+        let out = &self.ifaces[iface];
         let Some(me) = out.nets.iter().find(|n| n.contains(&hop)).map(|n| n.addr()) else {
             return;
         };
@@ -401,8 +494,37 @@ impl Switch {
         frame[22..28].copy_from_slice(&out.mac);
         frame[28..32].copy_from_slice(&me.octets());
         frame[38..42].copy_from_slice(&hop.octets());
-        send(&self.egress[egress].socket, out.index, &frame);
+        let socket = match self.egress.iter().find(|e| e.iface == iface) {
+            Some(egress) => &egress.socket,
+            None => match &self.bridge {
+                Some((socket, _)) => socket,
+                None => return,
+            },
+        };
+        if !send(socket, out.index, &frame) {
+            self.send_failed += 1;
+        }
     }
+}
+
+/// A flow's hash for ECMP: addresses, protocol and (TCP, UDP) ports.
+fn flow_hash(ip: &Ipv4Packet<&[u8]>) -> u32 {
+    let ports = match ip.protocol() {
+        6 | 17 => ip
+            .payload()
+            .get(..4)
+            .map_or(0, |p| u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+        _ => 0,
+    };
+    let mut h = u32::from(ip.src()) ^ u32::from(ip.dst()).rotate_left(13);
+    h ^= ports.rotate_left(7) ^ u32::from(ip.protocol());
+    h ^= h >> 16;
+    h.wrapping_mul(0x045d_9f3b)
+}
+
+/// A port the configuration does not queue: every packet in queue 0, no RED.
+fn factory_queueing() -> super::qos::PortQos {
+    super::qos::PortQos::mapped([0; 64])
 }
 
 fn enter_namespace(namespace: &str) -> Result<(), LabError> {
@@ -491,18 +613,22 @@ fn packet_socket(index: i32, protocol: u16) -> Result<OwnedFd, LabError> {
             return Err(failed("cannot bind a packet socket"));
         }
         let one: libc::c_int = 1;
-        libc::setsockopt(
+        if libc::setsockopt(
             fd.as_raw_fd(),
             libc::SOL_PACKET,
             PACKET_IGNORE_OUTGOING,
             (&one as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as u32,
-        );
+        ) != 0
+        {
+            return Err(failed("cannot ignore a packet socket's own frames"));
+        }
         Ok(fd)
     }
 }
 
-fn send(socket: &OwnedFd, index: i32, frame: &[u8]) {
+/// Sends a frame out of interface `index`; false if the kernel refused it.
+fn send(socket: &OwnedFd, index: i32, frame: &[u8]) -> bool {
     // SAFETY: sending a buffer we own to an interface of this namespace.
     unsafe {
         let mut address: libc::sockaddr_ll = std::mem::zeroed();
@@ -517,6 +643,6 @@ fn send(socket: &OwnedFd, index: i32, frame: &[u8]) {
             libc::MSG_DONTWAIT,
             (&address as *const libc::sockaddr_ll).cast(),
             std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        );
+        ) == frame.len() as isize
     }
 }

@@ -54,8 +54,9 @@ pub struct QueueQos {
     pub limit_bytes: Option<u64>,
 }
 
-/// A RED curve: nothing below `min_bytes` of queue, a probability rising linearly to
-/// `max_percent` at `max_bytes`, every packet above.
+/// A RED curve: nothing below `min_bytes` of queue, a probability rising linearly
+/// towards `max_percent` up to `max_bytes`, every packet from there on (so min = max is
+/// a step).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Curve {
     pub min_bytes: u64,

@@ -252,7 +252,7 @@ fn lab_end_to_end() {
     // the switches run acted on it — gradients marked (ECT) or dropped (Not-ECT) past
     // their queue's threshold, the control class (strict, highest) never dropped.
     std::thread::sleep(std::time::Duration::from_millis(700));
-    let (mut marked, mut dropped_not_ect) = (0, 0);
+    let (mut marked, mut dropped_not_ect, mut control_packets) = (0, 0, 0);
     for switch in &lab.switches() {
         let ports = switch["counters"]["ports"].as_object().unwrap();
         let forwarded: u64 = ports
@@ -276,12 +276,14 @@ fn lab_end_to_end() {
                 "{}: control queue {control}",
                 switch["name"]
             );
+            control_packets += control["packets"].as_u64().unwrap();
             for q in queues {
                 marked += q["marked"].as_u64().unwrap();
                 dropped_not_ect += q["dropped_not_ect"].as_u64().unwrap();
             }
         }
     }
+    assert!(control_packets > 0, "the control class carried nothing");
     assert!(
         marked > 0 && dropped_not_ect > 0,
         "marked {marked}, Not-ECT dropped {dropped_not_ect}"

@@ -421,9 +421,6 @@ mod tests {
         assert_eq!(&frame[6..12], &addresses().src_mac.0);
     }
 
-    /// UDP 10.0.0.1:11001 → 10.0.1.2:11000, TOS 0x82, DF, TTL 64, ID 0, payload
-    /// "mltctl": checksums computed by a separate implementation (Python's struct
-    /// over the RFC 791 header and the RFC 768 pseudo-header).
     #[test]
     fn a_router_marks_ce_and_counts_the_hop_with_a_valid_checksum() {
         let mut frame = [0u8; 14 + IPV4_LEN + 8];
@@ -449,6 +446,9 @@ mod tests {
         assert!(!last.decrement_ttl());
     }
 
+    /// UDP 10.0.0.1:11001 → 10.0.1.2:11000, TOS 0x82, DF, TTL 64, ID 0, payload
+    /// "mltctl": checksums computed by a separate implementation (Python's struct
+    /// over the RFC 791 header and the RFC 768 pseudo-header).
     #[test]
     fn checksums_match_an_independent_computation() {
         let frame = frame(b"mltctl", 0x82);

@@ -198,6 +198,15 @@ impl Device {
         }
     }
 
+    /// The file that holds what the switch runs; it changes when that does.
+    pub fn running_file(&self) -> PathBuf {
+        self.dir.join(match self.vendor.as_str() {
+            "cumulus" => "applied",
+            "sonic" => "config_db.json",
+            _ => "running-config",
+        })
+    }
+
     /// The queueing the switch runs, as its data plane enforces it.
     pub fn qos(&self) -> crate::lab::qos::SwitchQos {
         match self.vendor.as_str() {

@@ -257,7 +257,9 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
             let class = lookup(&dscp_maps, dscp_map, d).unwrap_or(0);
             lookup(&tc_maps, tc_map, class as usize).unwrap_or(class)
         });
-        qos.ports.insert(port, PortQos::mapped(map));
+        for port in port.split(',') {
+            qos.ports.insert(port.to_string(), PortQos::mapped(map));
+        }
     }
     let mut each_queue =
         |table_name: &str,

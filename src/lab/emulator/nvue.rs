@@ -397,7 +397,8 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
     let mut queues: BTreeMap<u8, QueueQos> = BTreeMap::new();
     let mut control: BTreeMap<u8, Congestion> = BTreeMap::new();
     let each = |list: &str| numbers(list).unwrap_or_default();
-    for line in running(device).lines() {
+    let running = running(device);
+    for line in running.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             [
@@ -503,8 +504,10 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
     let map: [u8; 64] = std::array::from_fn(|d| class_of_priority[priority[d] as usize & 7]);
     let mut every_port = PortQos::mapped(map);
     every_port.queues = queues;
+    // A switch with no QoS setting at all queues as it came.
+    let configured = running.lines().any(|l| l.starts_with("nv set qos "));
     SwitchQos {
-        default: Some(every_port),
+        default: configured.then_some(every_port),
         ..SwitchQos::default()
     }
 }

@@ -35,8 +35,28 @@ pub enum LabCommand {
     /// Remove the lab: every process in its namespaces, the namespaces, cables, bridge
     /// and directory (also after a crash).
     Down(DirArgs),
+    /// Switch the enforcement of every switch's queueing off (one queue per port without
+    /// RED, at the port rate: a baseline to measure against) or back on. The switches'
+    /// configurations are not touched.
+    Qos(QosArgs),
     Emulate(EmulateArgs),
     Forward(ForwardArgs),
+}
+
+#[derive(clap::Args)]
+pub struct QosArgs {
+    /// on: the forwarder queues as each switch's running configuration says; off: it
+    /// ignores that.
+    #[arg(value_enum)]
+    pub state: QosState,
+    #[command(flatten)]
+    pub dir: DirArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum QosState {
+    On,
+    Off,
 }
 
 /// Run the lab's data plane (`lab up` starts it; not for people).
@@ -111,6 +131,20 @@ pub fn run(args: Args) -> Result<(), Failure> {
         LabCommand::Down(args) => {
             fabric::down(&args.dir, &mut |line| eprintln!("mltctl lab: {line}"))
                 .context("lab down")?;
+            Ok(())
+        }
+        LabCommand::Qos(args) => {
+            fabric::layout(&args.dir.dir).context("lab qos")?;
+            let marker = fabric::qos_off_file(&args.dir.dir);
+            match args.state {
+                QosState::Off => std::fs::write(&marker, "")
+                    .with_context(|| format!("cannot write {}", marker.display()))?,
+                QosState::On => match std::fs::remove_file(&marker) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(anyhow::Error::from(e).context("lab qos on").into()),
+                },
+            }
             Ok(())
         }
         LabCommand::Forward(args) => {

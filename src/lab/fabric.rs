@@ -94,6 +94,12 @@ impl Layout {
     }
 }
 
+/// The file that, while it exists, makes the forwarder of the lab in `dir` ignore every
+/// switch's queueing (`mltctl lab qos off`).
+pub fn qos_off_file(dir: &Path) -> PathBuf {
+    dir.join("qos-off")
+}
+
 /// Where the forwarder of the lab in `dir` keeps its process id.
 fn forwarder_pid_file(dir: &Path) -> PathBuf {
     dir.join("forwarder.pid")

@@ -20,7 +20,7 @@ use ipnet::Ipv4Net;
 
 use super::dataplane::running_routes;
 use super::emulator::Device;
-use super::fabric::{LabError, Member, layout};
+use super::fabric::{LabError, Member, layout, qos_off_file};
 use super::queueing::{Port, QueueCounters};
 
 const ETH_P_ALL: u16 = 0x0003;
@@ -44,10 +44,11 @@ pub fn run(dir: &Path, rate_mbps: u64) -> Result<(), LabError> {
         .map(|member| {
             let device = dir.join("devices").join(&member.name);
             let counters = dir.join("counters").join(format!("{}.json", member.name));
+            let qos_off = qos_off_file(dir);
             std::thread::spawn(move || {
                 // A switch without its data plane is no lab: the whole forwarder ends,
                 // and `lab status` shows it.
-                if let Err(e) = switch_loop(&member, &device, &counters, rate) {
+                if let Err(e) = switch_loop(&member, &device, &counters, &qos_off, rate) {
                     eprintln!("mltctl lab forward: {}: {e}", member.name);
                     std::process::exit(1);
                 }
@@ -97,7 +98,9 @@ struct Switch {
     bridge: Option<(OwnedFd, usize)>,
     asked: HashMap<Ipv4Addr, Instant>,
     running: PathBuf,
-    config_stamp: Option<SystemTime>,
+    config_stamp: Option<(Option<SystemTime>, bool)>,
+    /// While this file exists, the switch's queueing is not enforced.
+    qos_off: PathBuf,
     counters: PathBuf,
     no_route: u64,
     no_neighbour: u64,
@@ -117,10 +120,11 @@ fn switch_loop(
     member: &Member,
     device_dir: &Path,
     counters: &Path,
+    qos_off: &Path,
     rate: u64,
 ) -> Result<(), LabError> {
     enter_namespace(&member.namespace)?;
-    let mut switch = Switch::open(device_dir, counters, rate)?;
+    let mut switch = Switch::open(device_dir, counters, qos_off, rate)?;
     let mut buffer = vec![0u8; MAX_FRAME];
     let mut last_check = Instant::now() - Duration::from_secs(1);
     let mut last_stats = Instant::now();
@@ -154,7 +158,12 @@ fn switch_loop(
 }
 
 impl Switch {
-    fn open(device_dir: &Path, counters: &Path, rate: u64) -> Result<Switch, LabError> {
+    fn open(
+        device_dir: &Path,
+        counters: &Path,
+        qos_off: &Path,
+        rate: u64,
+    ) -> Result<Switch, LabError> {
         let ifaces = interfaces()?;
         let device = Device::at(device_dir);
         let qos = device.qos();
@@ -202,6 +211,7 @@ impl Switch {
             bridge,
             asked: HashMap::new(),
             config_stamp: None,
+            qos_off: qos_off.to_path_buf(),
             counters: counters.to_path_buf(),
             no_route: 0,
             no_neighbour: 0,
@@ -211,13 +221,17 @@ impl Switch {
         Ok(switch)
     }
 
-    /// Routes and queueing again, when the running configuration changed.
+    /// Routes and queueing again, when the running configuration changed or the lab's
+    /// queueing was switched off or on.
     fn reload_if_changed(&mut self) {
-        let stamp = fs::metadata(&self.running).and_then(|m| m.modified()).ok();
-        if stamp == self.config_stamp {
+        let stamp = (
+            fs::metadata(&self.running).and_then(|m| m.modified()).ok(),
+            self.qos_off.exists(),
+        );
+        if Some(stamp) == self.config_stamp {
             return;
         }
-        self.config_stamp = stamp;
+        self.config_stamp = Some(stamp);
         let running = self.device.running();
         let mut routes: Vec<(Ipv4Net, Target)> = running_routes(&self.device.vendor, &running)
             .into_iter()
@@ -246,8 +260,13 @@ impl Switch {
             )
         });
         self.routes = routes;
-        // A port the configuration no longer queues goes back to the factory's.
-        let qos = self.device.qos();
+        // A port the configuration no longer queues goes back to the factory's; with
+        // the lab's queueing off, every port does (a baseline to measure against).
+        let qos = if stamp.1 {
+            super::qos::SwitchQos::default()
+        } else {
+            self.device.qos()
+        };
         for egress in &mut self.egress {
             let port_qos = qos
                 .port(&egress.qos_port)

@@ -289,6 +289,32 @@ fn lab_end_to_end() {
         "marked {marked}, Not-ECT dropped {dropped_not_ect}"
     );
 
+    // With the queueing not enforced (`lab qos off`), the same traffic is neither
+    // marked nor dropped for being Not-ECT any more; back on afterwards.
+    let dir = lab.dir.to_string_lossy().to_string();
+    lab.mltctl(&["lab", "qos", "off", "--dir", &dir]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    lab.allreduce();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let totals = |field: &str| -> u64 {
+        lab.switches()
+            .iter()
+            .flat_map(|s| {
+                s["counters"]["ports"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .flat_map(|qs| qs.as_array().unwrap().clone())
+                    .collect::<Vec<_>>()
+            })
+            .map(|q| q[field].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(totals("marked"), marked, "marked with the queueing off");
+    assert_eq!(totals("dropped_not_ect"), dropped_not_ect);
+    let out = lab.mltctl(&["lab", "qos", "on", "--dir", &dir]);
+    assert!(out.status.success(), "{}", text(&out));
+
     // Undo the apply on the leaves: they stop forwarding by its routes at once.
     let history = lab.mltctl(&["history", "--json"]);
     assert!(history.status.success(), "{}", text(&history));

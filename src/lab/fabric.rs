@@ -463,11 +463,18 @@ fn empty_config(vendor: switch_config::Vendor) -> String {
 fn add_namespace(layout: &Layout, member: &Member, index: usize) -> Result<(), LabError> {
     let ns = &member.namespace;
     run("ip", &["netns", "add", ns])?;
-    sh(
+    ip_in(ns, &["link", "set", "lo", "up"])?;
+    exec_in(
         ns,
-        "ip link set lo up && sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.disable_ipv6=1 \
-         net.ipv6.conf.default.disable_ipv6=1 net.ipv4.conf.all.rp_filter=0 \
-         net.ipv4.conf.default.rp_filter=0",
+        "sysctl",
+        &[
+            "-qw",
+            "net.ipv4.ip_forward=0",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+            "net.ipv4.conf.all.rp_filter=0",
+            "net.ipv4.conf.default.rp_filter=0",
+        ],
     )?;
     let outside = management_cable(&layout.name, index);
     run(
@@ -480,13 +487,17 @@ fn add_namespace(layout: &Layout, member: &Member, index: usize) -> Result<(), L
         "ip",
         &["link", "set", &outside, "master", &layout.bridge, "up"],
     )?;
-    sh(
+    ip_in(
         ns,
-        &format!(
-            "ip addr add {}/16 dev mgmt0 && ip link set mgmt0 up",
-            member.mgmt
-        ),
-    )
+        &[
+            "addr",
+            "add",
+            &format!("{}/16", member.mgmt),
+            "dev",
+            "mgmt0",
+        ],
+    )?;
+    ip_in(ns, &["link", "set", "mgmt0", "up"])
 }
 
 /// This machine's end of the management cable of the lab's `index`th member.
@@ -518,15 +529,17 @@ fn cable(inv: &Inventory, layout: &Layout) -> Result<(), LabError> {
     }
     for rack in &inv.racks {
         let prefix = rack.subnet.prefix_len();
-        sh(
-            ns(rack.leaf),
-            &format!(
-                "ip link add rack0 mtu 9216 address {mac} type bridge && ip link set rack0 up && \
-                 ip addr add {ip}/{prefix} dev rack0",
-                mac = rack.gateway_mac,
-                ip = rack.gateway_ip
-            ),
+        let leaf = ns(rack.leaf);
+        let mac = rack.gateway_mac.to_string();
+        ip_in(
+            leaf,
+            &[
+                "link", "add", "rack0", "mtu", "9216", "address", &mac, "type", "bridge",
+            ],
         )?;
+        ip_in(leaf, &["link", "set", "rack0", "up"])?;
+        let address = format!("{}/{prefix}", rack.gateway_ip);
+        ip_in(leaf, &["addr", "add", &address, "dev", "rack0"])?;
     }
     for link in &inv.downlinks {
         let host = &inv.hosts[link.host];
@@ -538,24 +551,29 @@ fn cable(inv: &Inventory, layout: &Layout) -> Result<(), LabError> {
             9216,
         )?;
         // The NIC as the host's installer left it: its MAC, MTU 1500, no addresses.
-        sh(
+        let mac = host.nic.mac.to_string();
+        ip_in(
             &layout.hosts[link.host].namespace,
-            &format!(
-                "ip link set {} mtu 1500 address {}",
-                host.nic.name, host.nic.mac
-            ),
+            &[
+                "link",
+                "set",
+                &host.nic.name,
+                "mtu",
+                "1500",
+                "address",
+                &mac,
+            ],
         )?;
-        sh(ns(link.leaf), &format!("ip link set {port} master rack0"))?;
+        ip_in(ns(link.leaf), &["link", "set", &port, "master", "rack0"])?;
         wired.push((link.leaf, link.leaf_port));
     }
     for (switch, port_index) in wired {
         let port = &inv.switches[switch].ports[port_index];
         let name = interface_name(&port.name);
-        let mut script = format!("ip link set {name} alias '{}'", port.name);
+        ip_in(ns(switch), &["link", "set", &name, "alias", &port.name])?;
         if let Some(ip) = port.ip {
-            script.push_str(&format!(" && ip addr add {ip} dev {name}"));
+            ip_in(ns(switch), &["addr", "add", &ip.to_string(), "dev", &name])?;
         }
-        sh(ns(switch), &script)?;
     }
     Ok(())
 }
@@ -572,12 +590,12 @@ fn veth(a: (&str, &str), b: (&str, &str), mtu: u32) -> Result<(), LabError> {
     // Whole frames with their checksums: the forwarder's raw sockets would otherwise
     // see half-checksummed packets and 64 KB segments that no wire carries.
     for (ns, name) in [a, b] {
-        sh(
+        exec_in(
             ns,
-            &format!(
-                "ethtool -K {name} tx off tso off gso off >/dev/null && ip link set {name} up"
-            ),
+            "ethtool",
+            &["-K", name, "tx", "off", "tso", "off", "gso", "off"],
         )?;
+        ip_in(ns, &["link", "set", name, "up"])?;
     }
     Ok(())
 }
@@ -891,6 +909,16 @@ fn run(program: &str, args: &[&str]) -> Result<String, LabError> {
     }
 }
 
-fn sh(ns: &str, script: &str) -> Result<(), LabError> {
-    run("ip", &["netns", "exec", ns, "sh", "-c", script]).map(|_| ())
+/// `ip -n NS ARGS…`: words as they are, never through a shell.
+fn ip_in(ns: &str, args: &[&str]) -> Result<(), LabError> {
+    let mut all = vec!["-n", ns];
+    all.extend_from_slice(args);
+    run("ip", &all).map(|_| ())
+}
+
+/// PROGRAM ARGS… in namespace `ns`.
+fn exec_in(ns: &str, program: &str, args: &[&str]) -> Result<(), LabError> {
+    let mut all = vec!["netns", "exec", ns, program];
+    all.extend_from_slice(args);
+    run("ip", &all).map(|_| ())
 }

@@ -107,7 +107,13 @@ struct Switch {
     send_failed: u64,
 }
 
-#[derive(Clone)]
+/// Where [`Switch::next_hop`] sends a packet.
+enum Hop {
+    Out(usize, Ipv4Addr),
+    Discard,
+    NoRoute,
+}
+
 enum Target {
     Discard,
     /// Next hops (several: ECMP).
@@ -431,33 +437,12 @@ impl Switch {
         {
             return; // the kernel's
         }
-        let Some(target) = self
-            .routes
-            .iter()
-            .find(|(net, _)| net.contains(&dst))
-            .map(|(_, t)| t.clone())
-        else {
-            self.no_route += 1;
-            return;
-        };
-        let (out_iface, hop) = match target {
-            Target::Discard => return,
-            Target::Connected(i) => (i, dst),
-            Target::Via(hops) => {
-                let reachable: Vec<(usize, Ipv4Addr)> = hops
-                    .iter()
-                    .filter_map(|hop| {
-                        self.ifaces
-                            .iter()
-                            .position(|i| i.nets.iter().any(|n| n.contains(hop)))
-                            .map(|i| (i, *hop))
-                    })
-                    .collect();
-                if reachable.is_empty() {
-                    self.no_route += 1;
-                    return;
-                }
-                reachable[flow_hash(&ip) as usize % reachable.len()]
+        let (out_iface, hop) = match self.next_hop(&ip) {
+            Hop::Out(iface, hop) => (iface, hop),
+            Hop::Discard => return,
+            Hop::NoRoute => {
+                self.no_route += 1;
+                return;
             }
         };
         let Some(&next_mac) = self.neighbours.get(&hop) else {
@@ -487,6 +472,35 @@ impl Switch {
             return;
         }
         self.egress[egress].port.enqueue(copy);
+    }
+
+    /// Where a packet goes: by the longest matching route; among ECMP next hops, the
+    /// reachable ones by the flow's hash.
+    fn next_hop(&self, ip: &Ipv4Packet<&[u8]>) -> Hop {
+        let dst = ip.dst();
+        let Some((_, target)) = self.routes.iter().find(|(net, _)| net.contains(&dst)) else {
+            return Hop::NoRoute;
+        };
+        let hops = match target {
+            Target::Discard => return Hop::Discard,
+            Target::Connected(i) => return Hop::Out(*i, dst),
+            Target::Via(hops) => hops,
+        };
+        let reach = |hop: &Ipv4Addr| {
+            self.ifaces
+                .iter()
+                .position(|i| i.nets.iter().any(|n| n.contains(hop)))
+                .map(|i| (i, *hop))
+        };
+        let reachable = hops.iter().filter(|h| reach(h).is_some()).count();
+        if reachable == 0 {
+            return Hop::NoRoute;
+        }
+        let pick = flow_hash(ip) as usize % reachable;
+        match hops.iter().filter_map(reach).nth(pick) {
+            Some((iface, hop)) => Hop::Out(iface, hop),
+            None => Hop::NoRoute,
+        }
     }
 
     /// Asks who has `hop` on interface `iface` (a bridge floods it to its ports), at

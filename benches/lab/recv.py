@@ -1,6 +1,6 @@
 """Receives the lab benchmark's UDP traffic for SECONDS on PORT and prints, as JSON,
-how many datagrams of each kind arrived with each ECN codepoint and the probes'
-one-way delays (sender and receiver share this machine's clock)."""
+how many datagrams of each kind arrived with each ECN codepoint, the same per DSCP
+("dscp/ecn"), and the probes' one-way delays (sender and receiver share this machine's clock)."""
 import json
 import socket
 import struct
@@ -13,7 +13,7 @@ s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 s.bind(("0.0.0.0", port))
 s.settimeout(0.2)
-counts, delays = {}, []
+counts, by_dscp, delays = {}, {}, []
 end = time.time() + seconds
 while time.time() < end:
     try:
@@ -25,7 +25,9 @@ while time.time() < end:
     kind = data[:5].decode().strip()
     key = "%s/%d" % (kind, tos & 3)
     counts[key] = counts.get(key, 0) + 1
+    key = "%d/%d" % (tos >> 2, tos & 3)
+    by_dscp[key] = by_dscp.get(key, 0) + 1
     if kind == "probe":
         (sent,) = struct.unpack("!d", data[5:13])
         delays.append(now - sent)
-print(json.dumps({"counts": counts, "delays": delays}))
+print(json.dumps({"counts": counts, "dscp": by_dscp, "delays": delays}))

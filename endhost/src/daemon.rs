@@ -207,14 +207,19 @@ pub fn detach(args: &[std::ffi::OsString], log: &Path, pid_file: &Path) -> io::R
         .append(true)
         .open(log)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
-    let child = std::process::Command::new(std::env::current_exe()?)
+    let context =
+        |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    let exe = std::env::current_exe().map_err(context("cannot find endhost's own path".into()))?;
+    let child = std::process::Command::new(&exe)
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
         .process_group(0)
-        .spawn()?;
-    write_pid(pid_file, child.id())?;
+        .spawn()
+        .map_err(context(format!("cannot run {}", exe.display())))?;
+    write_pid(pid_file, child.id())
+        .map_err(context(format!("cannot write {}", pid_file.display())))?;
     Ok(child.id())
 }
 

@@ -92,6 +92,12 @@ pub struct UpArgs {
     /// gives it as every port's speed.
     #[arg(long, value_name = "MBPS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub rate_mbps: u64,
+    /// Every switch's buffer in KiB: the inventory gives it as `buffer_bytes` (so the
+    /// plan fits its thresholds in it) and each port may queue that much (shallow
+    /// buffers: a few ms of the port rate). Default: the generated inventory's
+    /// buffers, and 4 MiB per port.
+    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
+    pub buffer_kib: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -148,8 +154,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             Ok(())
         }
         LabCommand::Forward(args) => {
-            let layout = fabric::layout(&args.dir.dir).context("lab forward")?;
-            mltctl::lab::forwarder::run(&args.dir.dir, layout.rate_mbps).context("lab forward")?;
+            mltctl::lab::forwarder::run(&args.dir.dir).context("lab forward")?;
             Ok(())
         }
         LabCommand::Emulate(args) => {
@@ -169,6 +174,7 @@ fn up(args: UpArgs) -> Result<(), Failure> {
         hosts_per_leaf: args.hosts_per_leaf,
         vendors: args.vendors,
         rate_mbps: args.rate_mbps,
+        buffer_bytes: args.buffer_kib.map(|kib| kib * 1024),
         mltctl: std::env::current_exe().context("cannot find mltctl's own path")?,
     };
     let layout =

@@ -58,6 +58,9 @@ pub struct Spec {
     pub vendors: Vec<switch_config::Vendor>,
     /// Every port's rate (switch ports shape to it; the inventory says it).
     pub rate_mbps: u64,
+    /// Every switch's buffer (the inventory says it) and what each port may queue;
+    /// None: the generated inventory's buffers, and 4 MiB per port.
+    pub buffer_bytes: Option<u64>,
     /// The mltctl the emulated switches run.
     pub mltctl: PathBuf,
 }
@@ -70,6 +73,9 @@ pub struct Layout {
     /// Every port's rate, which the forwarder paces to.
     #[serde(default = "default_rate_mbps")]
     pub rate_mbps: u64,
+    /// What each port may queue, when `lab up --buffer-kib` set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_bytes: Option<u64>,
     pub switches: Vec<Member>,
     pub hosts: Vec<Member>,
 }
@@ -312,6 +318,9 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
         }
         yaml = yaml.replace(from, to);
     }
+    if let Some(bytes) = spec.buffer_bytes {
+        yaml = with_buffer_bytes(&yaml, bytes)?;
+    }
     let key = spec.dir.join("id_ed25519");
     let generated_login = "  mgmt:\n    user: admin\n    key: {agent: true}\n";
     if !yaml.contains(generated_login) {
@@ -336,8 +345,37 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
         .map_err(io("cannot write authorized_keys"))?;
     let path = spec.dir.join("inventory.yaml");
     fs::write(&path, yaml).map_err(io("cannot write inventory.yaml"))?;
-    inventory::load(&path)
-        .map_err(|e| LabError::Refused(format!("the lab's inventory is not valid: {e:#}")))
+    let inv = inventory::load(&path)
+        .map_err(|e| LabError::Refused(format!("the lab's inventory is not valid: {e:#}")))?;
+    let problems = crate::plan::Plan::build(&inv).problems(&inv);
+    if !problems.is_empty() {
+        return Err(LabError::Refused(format!(
+            "the lab's inventory cannot be planned (a smaller --buffer-kib than its \
+             thresholds need?):\n{problems}"
+        )));
+    }
+    Ok(inv)
+}
+
+/// The inventory with every switch's `buffer_bytes` set to `bytes`.
+fn with_buffer_bytes(yaml: &str, bytes: u64) -> Result<String, LabError> {
+    let mut found = false;
+    let lines: Vec<String> = yaml
+        .lines()
+        .map(|line| match line.split_once("buffer_bytes:") {
+            Some((indent, _)) if indent.trim().is_empty() => {
+                found = true;
+                format!("{indent}buffer_bytes: {bytes}")
+            }
+            _ => line.to_string(),
+        })
+        .collect();
+    if !found {
+        return Err(LabError::Refused(
+            "the generated inventory has no `buffer_bytes` to adapt for the lab".into(),
+        ));
+    }
+    Ok(lines.join("\n") + "\n")
 }
 
 fn plan_layout(spec: &Spec, inv: &Inventory) -> Layout {
@@ -351,6 +389,7 @@ fn plan_layout(spec: &Spec, inv: &Inventory) -> Layout {
         name: spec.name.clone(),
         bridge: format!("{}0", spec.name),
         rate_mbps: spec.rate_mbps,
+        buffer_bytes: spec.buffer_bytes,
         switches: inv
             .switches
             .iter()

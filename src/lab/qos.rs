@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Per port (by the vendor's port name), how it queues.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SwitchQos {
     pub ports: BTreeMap<String, PortQos>,
     /// How every port without its own entry queues, where the OS has global profiles.
@@ -22,7 +22,7 @@ impl SwitchQos {
 }
 
 /// One egress port: which queue each DSCP goes to, and each queue's service.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PortQos {
     /// DSCP → queue (through the switch's traffic classes).
     pub queue_of_dscp: Vec<u8>,
@@ -40,7 +40,7 @@ impl PortQos {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueQos {
     /// Served before every lower-numbered strict queue, and before any non-strict one.
     pub strict: bool,
@@ -57,7 +57,7 @@ pub struct QueueQos {
 /// A RED curve: nothing below `min_bytes` of queue, a probability rising linearly
 /// towards `max_percent` up to `max_bytes`, every packet from there on (so min = max is
 /// a step).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Curve {
     pub min_bytes: u64,
     pub max_bytes: u64,

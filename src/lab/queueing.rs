@@ -98,8 +98,12 @@ impl Port {
         &self.counters
     }
 
-    /// Offers an Ethernet frame carrying IPv4 to the port.
-    pub fn enqueue(&mut self, mut frame: Vec<u8>) -> Verdict {
+    /// Offers an Ethernet frame carrying IPv4 to the port at `now` (nanoseconds).
+    pub fn enqueue(&mut self, mut frame: Vec<u8>, now: u64) -> Verdict {
+        if self.depth.iter().all(|d| *d == 0) {
+            // An idle wire banks no time: the frame cannot leave before it came.
+            self.wire_free_at = self.wire_free_at.max(now);
+        }
         let Some((dscp, ecn)) = ip_tos(&frame).map(|tos| (tos >> 2, tos & 0b11)) else {
             return self.admit(0, frame, false);
         };
@@ -304,18 +308,18 @@ mod tests {
         let mut port = port(1_000_000_000);
         // 3 × 1000 bytes: below the step, queued unmarked.
         for _ in 0..3 {
-            assert_eq!(port.enqueue(frame(10, 0b10, 1000)), Verdict::Queued(1));
+            assert_eq!(port.enqueue(frame(10, 0b10, 1000), 0), Verdict::Queued(1));
         }
-        assert_eq!(port.enqueue(frame(10, 0b10, 1000)), Verdict::Marked(1));
+        assert_eq!(port.enqueue(frame(10, 0b10, 1000), 0), Verdict::Marked(1));
         assert_eq!(
-            port.enqueue(frame(10, NOT_ECT, 1000)),
+            port.enqueue(frame(10, NOT_ECT, 1000), 0),
             Verdict::Dropped(1, DropReason::NotEct)
         );
         for _ in 0..2 {
-            assert_eq!(port.enqueue(frame(10, 0b01, 1000)), Verdict::Marked(1));
+            assert_eq!(port.enqueue(frame(10, 0b01, 1000), 0), Verdict::Marked(1));
         }
         assert_eq!(
-            port.enqueue(frame(10, 0b10, 1000)),
+            port.enqueue(frame(10, 0b10, 1000), 0),
             Verdict::Dropped(1, DropReason::Red)
         );
         let c = &port.counters()[1];
@@ -339,9 +343,9 @@ mod tests {
     #[test]
     fn strict_priority_serves_the_highest_queue_first_at_the_port_rate() {
         let mut port = port(8_000_000); // 1 byte per microsecond
-        assert_eq!(port.enqueue(frame(0, 0b10, 976)), Verdict::Queued(0));
-        assert_eq!(port.enqueue(frame(10, 0b10, 976)), Verdict::Queued(1));
-        assert_eq!(port.enqueue(frame(46, 0b10, 976)), Verdict::Queued(7));
+        assert_eq!(port.enqueue(frame(0, 0b10, 976), 0), Verdict::Queued(0));
+        assert_eq!(port.enqueue(frame(10, 0b10, 976), 0), Verdict::Queued(1));
+        assert_eq!(port.enqueue(frame(46, 0b10, 976), 0), Verdict::Queued(7));
         let order: Vec<u8> = (0..3)
             .map(|_| {
                 let now = port.next_departure().unwrap();
@@ -359,13 +363,28 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_wire_banks_no_time() {
+        let mut port = port(8_000_000); // 1 byte per microsecond
+        // Idle until 10 ms; then two frames of 976 bytes (1000 on the wire) arrive.
+        let arrival = 10_000_000;
+        port.enqueue(frame(0, 0b10, 976), arrival);
+        port.enqueue(frame(0, 0b10, 976), arrival);
+        assert_eq!(port.next_departure(), Some(arrival));
+        assert!(port.dequeue(arrival).is_some());
+        // The second waits for the first to be on the wire, not for time idled away.
+        assert_eq!(port.next_departure(), Some(arrival + 1_000_000));
+        assert!(port.dequeue(arrival + 999_999).is_none());
+        assert!(port.dequeue(arrival + 1_000_000).is_some());
+    }
+
+    #[test]
     fn a_queue_past_its_limit_or_the_buffer_drops() {
         let mut port = port(1_000_000_000);
         port.buffer_bytes = 2500;
-        assert_eq!(port.enqueue(frame(0, 0b10, 1000)), Verdict::Queued(0));
-        assert_eq!(port.enqueue(frame(0, 0b10, 1000)), Verdict::Queued(0));
+        assert_eq!(port.enqueue(frame(0, 0b10, 1000), 0), Verdict::Queued(0));
+        assert_eq!(port.enqueue(frame(0, 0b10, 1000), 0), Verdict::Queued(0));
         assert_eq!(
-            port.enqueue(frame(0, 0b10, 1000)),
+            port.enqueue(frame(0, 0b10, 1000), 0),
             Verdict::Dropped(0, DropReason::Full)
         );
         assert_eq!(port.counters()[0].dropped_full, 1);

@@ -43,6 +43,8 @@ const BULK_MBPS: u64 = RATE_MBPS * 3 / 2;
 const PORT: &str = "9000";
 /// Hosts of the lab (one per leaf), and the allreduce they run.
 const HOSTS: usize = 4;
+/// One gloo rank: the script `endhost bench allreduce` runs too.
+const GLOO_SCRIPT: &str = "endhost/src/testbed/bench/gloo_allreduce.py";
 const ALLREDUCE_BYTES: u64 = 4 << 20;
 const ALLREDUCE_ITERATIONS: usize = 8;
 /// Every switch's buffer, and what each port may queue: shallow, the least the plan's
@@ -348,7 +350,7 @@ impl Lab {
                     .args(["netns", "exec", &format!("mltbench-{host}")])
                     // Debian's python3-torch, whatever python3 the PATH has first.
                     .args(["/usr/bin/python3"])
-                    .arg(script("gloo.py"))
+                    .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(GLOO_SCRIPT))
                     .args([rank.to_string(), HOSTS.to_string()])
                     .args([
                         ALLREDUCE_BYTES.to_string(),
@@ -363,7 +365,7 @@ impl Lab {
             .collect();
         let mut seconds = Vec::new();
         for rank in ranks {
-            let out = checked(rank.wait_with_output().unwrap(), "gloo.py");
+            let out = checked(rank.wait_with_output().unwrap(), "gloo_allreduce.py");
             for line in String::from_utf8_lossy(&out.stdout).lines() {
                 let v: Value = serde_json::from_str(line).unwrap();
                 seconds.push(v["seconds"].as_f64().unwrap());

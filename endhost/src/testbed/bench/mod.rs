@@ -246,22 +246,8 @@ fn summarise(system: &str, seconds: Vec<f64>, delivered: f64, optimum: f64) -> S
     }
 }
 
-const GLOO_SCRIPT: &str = r#"
-import json, os, sys, time
-import torch, torch.distributed as dist
-rank, world, size, iterations, master = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-os.environ["GLOO_SOCKET_IFNAME"] = "eth0"
-dist.init_process_group("gloo", init_method="tcp://%s:29500" % master, rank=rank, world_size=world)
-tensor = torch.ones(size // 4)
-dist.all_reduce(tensor)
-for i in range(iterations):
-    dist.barrier()
-    start = time.perf_counter()
-    dist.all_reduce(tensor)
-    elapsed = time.perf_counter() - start
-    if rank == 0:
-        print(json.dumps({"iteration": i, "seconds": elapsed}), flush=True)
-"#;
+/// One gloo rank (`python3 gloo_allreduce.py RANK WORLD BYTES ITERATIONS MASTER IFNAME`).
+const GLOO_SCRIPT: &str = include_str!("gloo_allreduce.py");
 
 /// Whether gloo can run here; the reason if not.
 pub fn gloo_unavailable() -> Option<String> {
@@ -343,6 +329,7 @@ pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchRepo
                             spec.size_bytes.to_string(),
                             spec.iterations.to_string(),
                             master.clone(),
+                            "eth0".into(),
                         ])
                         .stdin(Stdio::null())
                         .stdout(Stdio::piped())

@@ -1,7 +1,7 @@
-"""One rank of the lab benchmark's gloo baseline: PyTorch's allreduce over TCP on the
-lab host's NIC. Arguments: RANK WORLD BYTES ITERATIONS MASTER_ADDR IFNAME. Rank 0
-prints one JSON line per iteration with its seconds (after a barrier, as the
-endhost clients start together)."""
+"""One rank of the gloo baseline (`endhost bench allreduce`, `cargo bench --bench lab`):
+PyTorch's allreduce over TCP on the host's NIC. Arguments: RANK WORLD BYTES ITERATIONS
+MASTER_ADDR IFNAME. Rank 0 prints one JSON line per iteration with its seconds (timed
+after a barrier)."""
 import json
 import os
 import sys

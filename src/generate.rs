@@ -101,6 +101,7 @@ pub fn fabric_yaml_with(size: FabricSize, vendors: &[Vendor]) -> anyhow::Result<
             .collect(),
         layers: size.layers,
         params_per_layer: size.params_per_layer,
+        buffer_bytes: None,
     };
     fabric_yaml_shaped(&shape)
 }
@@ -113,6 +114,8 @@ pub struct Shape {
     pub leaves: Vec<(Vendor, usize)>,
     pub layers: usize,
     pub params_per_layer: u64,
+    /// Every switch's buffer; None: 64 MiB on a spine, 32 MiB on a leaf.
+    pub buffer_bytes: Option<u64>,
 }
 
 /// The inventory YAML for a fabric of `shape`.
@@ -148,7 +151,7 @@ pub fn fabric_yaml_shaped(shape: &Shape) -> anyhow::Result<String> {
             rack: None,
             vendor,
             mgmt: mgmt(s),
-            buffer_bytes: 64 << 20,
+            buffer_bytes: shape.buffer_bytes.unwrap_or(64 << 20),
             ports,
         });
     }
@@ -201,7 +204,7 @@ pub fn fabric_yaml_shaped(shape: &Shape) -> anyhow::Result<String> {
             rack: Some(rack),
             vendor,
             mgmt: mgmt(spines + l),
-            buffer_bytes: 32 << 20,
+            buffer_bytes: shape.buffer_bytes.unwrap_or(32 << 20),
             ports,
         });
     }

@@ -856,7 +856,7 @@ proptest::proptest! {
         spines in proptest::collection::vec(vendor_strategy(), 1..=4),
         leaves in proptest::collection::vec((vendor_strategy(), 0usize..=4), 1..=6),
     ) {
-        let shape = mltctl::generate::Shape { spines, leaves, layers: 12, params_per_layer: 5000 };
+        let shape = mltctl::generate::Shape { spines, leaves, layers: 12, params_per_layer: 5000, buffer_bytes: None };
         let Ok(yaml) = mltctl::generate::fabric_yaml_shaped(&shape) else {
             return Ok(()); // no host at all: not a fabric
         };

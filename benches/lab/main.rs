@@ -107,16 +107,23 @@ impl Lab {
         checked(out, &args.join(" "))
     }
 
-    /// One run of the traffic: (what was sent, what arrived).
-    fn traffic(&self, bulk_dscp: u8, probe_dscp: u8) -> (Value, Value) {
+    /// benches/lab/recv.py on h2, listening a little longer than `seconds` of traffic
+    /// and started before it.
+    fn receiver(&self, seconds: f64) -> std::process::Child {
         let receiver = Command::new("ip")
             .args(["netns", "exec", "mltbench-h2", "python3"])
             .arg(script("recv.py"))
-            .args([PORT, &(SECONDS + 1.5).to_string()])
+            .args([PORT, &(seconds + 1.5).to_string()])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(500));
+        receiver
+    }
+
+    /// One run of the traffic: (what was sent, what arrived).
+    fn traffic(&self, bulk_dscp: u8, probe_dscp: u8) -> (Value, Value) {
+        let receiver = self.receiver(SECONDS);
         let sent = checked(
             Command::new("ip")
                 .args(["netns", "exec", "mltbench-h1", "python3"])
@@ -162,14 +169,7 @@ impl Lab {
 
     /// The model's traffic from h1 to h2: (sent, received) per "dscp/ecn".
     fn model_traffic(&self, traffic: &Traffic) -> (Value, Value) {
-        let receiver = Command::new("ip")
-            .args(["netns", "exec", "mltbench-h2", "python3"])
-            .arg(script("recv.py"))
-            .args([PORT, &(MODEL_SECONDS + 1.5).to_string()])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        let receiver = self.receiver(MODEL_SECONDS);
         let classes: Vec<String> = traffic
             .classes
             .iter()

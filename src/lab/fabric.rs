@@ -288,6 +288,7 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
             .collect(),
         layers: 16,
         params_per_layer: 1_000_000,
+        buffer_bytes: spec.buffer_bytes,
     };
     if spec.vendors.is_empty() || spec.spines == 0 || spec.leaves == 0 || spec.hosts_per_leaf == 0 {
         return Err(LabError::Refused(
@@ -317,9 +318,6 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
             )));
         }
         yaml = yaml.replace(from, to);
-    }
-    if let Some(bytes) = spec.buffer_bytes {
-        yaml = with_buffer_bytes(&yaml, bytes)?;
     }
     let key = spec.dir.join("id_ed25519");
     let generated_login = "  mgmt:\n    user: admin\n    key: {agent: true}\n";
@@ -355,27 +353,6 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
         )));
     }
     Ok(inv)
-}
-
-/// The inventory with every switch's `buffer_bytes` set to `bytes`.
-fn with_buffer_bytes(yaml: &str, bytes: u64) -> Result<String, LabError> {
-    let mut found = false;
-    let lines: Vec<String> = yaml
-        .lines()
-        .map(|line| match line.split_once("buffer_bytes:") {
-            Some((indent, _)) if indent.trim().is_empty() => {
-                found = true;
-                format!("{indent}buffer_bytes: {bytes}")
-            }
-            _ => line.to_string(),
-        })
-        .collect();
-    if !found {
-        return Err(LabError::Refused(
-            "the generated inventory has no `buffer_bytes` to adapt for the lab".into(),
-        ));
-    }
-    Ok(lines.join("\n") + "\n")
 }
 
 fn plan_layout(spec: &Spec, inv: &Inventory) -> Layout {

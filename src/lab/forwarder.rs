@@ -41,8 +41,10 @@ const SWITCH_THREAD_PRIORITY: libc::c_int = 10;
 /// Runs the forwarder of the lab in `dir` until it is killed.
 pub fn run(dir: &Path) -> Result<(), LabError> {
     let layout = layout(dir)?;
-    let rate = layout.rate_mbps.saturating_mul(1_000_000);
-    let buffer = layout.buffer_bytes.unwrap_or(PORT_BUFFER_BYTES);
+    let ports = PortShape {
+        rate: layout.rate_mbps.saturating_mul(1_000_000),
+        buffer_bytes: layout.buffer_bytes.unwrap_or(PORT_BUFFER_BYTES),
+    };
     let threads: Vec<_> = layout
         .switches
         .iter()
@@ -54,7 +56,7 @@ pub fn run(dir: &Path) -> Result<(), LabError> {
             std::thread::spawn(move || {
                 // A switch without its data plane is no lab: the whole forwarder ends,
                 // and `lab status` shows it.
-                if let Err(e) = switch_loop(&member, &device, &counters, &qos_off, (rate, buffer)) {
+                if let Err(e) = switch_loop(&member, &device, &counters, &qos_off, ports) {
                     eprintln!("mltctl lab forward: {}: {e}", member.name);
                     std::process::exit(1);
                 }
@@ -87,6 +89,13 @@ fn real_time_priority(switch: &str) {
             std::io::Error::last_os_error()
         );
     }
+}
+
+/// What every data port of the lab is: its rate (bits per second) and buffer.
+#[derive(Clone, Copy)]
+struct PortShape {
+    rate: u64,
+    buffer_bytes: u64,
 }
 
 /// One interface of the switch's namespace.
@@ -155,11 +164,11 @@ fn switch_loop(
     device_dir: &Path,
     counters: &Path,
     qos_off: &Path,
-    port: (u64, u64),
+    ports: PortShape,
 ) -> Result<(), LabError> {
     enter_namespace(&member.namespace)?;
     real_time_priority(&member.name);
-    let mut switch = Switch::open(device_dir, counters, qos_off, port)?;
+    let mut switch = Switch::open(device_dir, counters, qos_off, ports)?;
     let mut buffer = vec![0u8; MAX_FRAME];
     let mut last_check = Instant::now() - Duration::from_secs(1);
     let mut last_stats = Instant::now();
@@ -196,7 +205,7 @@ impl Switch {
         device_dir: &Path,
         counters: &Path,
         qos_off: &Path,
-        (rate, buffer_bytes): (u64, u64),
+        ports: PortShape,
     ) -> Result<Switch, LabError> {
         let ifaces = interfaces()?;
         let device = Device::at(device_dir);
@@ -229,7 +238,7 @@ impl Switch {
             egress.push(Egress {
                 iface: i,
                 socket: packet_socket(iface.index, 0)?,
-                port: Port::new(port_qos, rate, buffer_bytes, iface.index as u64),
+                port: Port::new(port_qos, ports.rate, ports.buffer_bytes, iface.index as u64),
                 qos_port,
             });
         }

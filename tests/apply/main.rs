@@ -993,6 +993,7 @@ fn other_shapes() {
             leaves,
             layers: 12,
             params_per_layer: 5000,
+            buffer_bytes: None,
         };
         let dir = std::env::temp_dir().join(format!("mltctl-shape-{index}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -52,11 +52,41 @@ fn main() {
             },
         )
         .with_ignored_flag(skip.is_some() || !dpdk),
+        Trial::test(
+            "a_buffer_the_plan_cannot_use_is_refused_before_anything_is_made",
+            || {
+                buffer_too_small_is_refused();
+                Ok(())
+            },
+        )
+        .with_ignored_flag(skip.is_some()),
     ];
     // One lab at a time: they share the management network.
     let mut args = args;
     args.test_threads = Some(1);
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// `--buffer-kib 160` cannot hold the default plan's thresholds: refused with the
+/// plan's own words, and no directory or namespace is left.
+fn buffer_too_small_is_refused() {
+    let dir = std::env::temp_dir().join(format!("mltctl-lab-small-{}", std::process::id()));
+    let out = Command::new(mltctl())
+        .args(["lab", "up", "--name", "mltsmall", "--hosts-per-leaf", "1"])
+        .args(["--buffer-kib", "160", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be planned"), "{stderr}");
+    assert!(stderr.contains("over its tolerance"), "{stderr}");
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+    let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&namespaces.stdout).contains("mltsmall-"),
+        "a namespace was left behind"
+    );
 }
 
 fn mltctl() -> &'static Path {

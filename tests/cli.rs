@@ -350,6 +350,47 @@ fn plan_host_network_and_ipmac_are_what_the_host_agent_and_transport_read() {
 }
 
 #[test]
+fn procs_per_host_shape_the_launchers_environment_and_the_transport() {
+    let small = std::fs::read_to_string(fixture("tests/inventories/valid/small.yaml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("mltctl-launcher-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let inventory = dir.join("launcher.yaml");
+    let write = |launcher: &str| {
+        std::fs::write(&inventory, format!("{small}  launcher: {launcher}\n")).unwrap();
+        inventory.to_str().unwrap().to_string()
+    };
+    let path = write("{procs_per_host: 2, master_port: 29600}");
+    let out = mltctl(&["env", "-i", &path, "--host", "h2", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let env: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hosts = env["PET_NNODES"].as_str().unwrap().parse::<u32>().unwrap();
+    assert_eq!(env["WORLD_SIZE"], (hosts * 2).to_string());
+    assert_eq!(env["LOCAL_WORLD_SIZE"], "2");
+    assert_eq!(env["PET_NPROC_PER_NODE"], "2");
+    assert_eq!(env["PET_NODE_RANK"], "1");
+    assert_eq!(env["MASTER_PORT"], "29600");
+    assert_eq!(env["PET_MASTER_PORT"], "29600");
+    assert_eq!(env["MLT_LOCAL_RANKS"], "2");
+    // Several processes per host: each gets RANK and LOCAL_RANK from the launcher.
+    assert!(env.get("RANK").is_none() && env.get("LOCAL_RANK").is_none(), "{env}");
+    let out = mltctl(&["plan", "-i", &path, "--host", "h2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(config["job"]["local_ranks"], 2);
+
+    let path = write("{master_port: 11000}");
+    let out = mltctl(&["validate", "-i", &path]);
+    let stderr = text(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("master_port 11000 is one of the transport's ports"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("launcher.yaml:"), "{stderr}");
+}
+
+#[test]
 fn the_inventorys_dpdk_driver_is_what_bootstrap_binds_the_nic_to() {
     let small = std::fs::read_to_string(fixture("tests/inventories/valid/small.yaml")).unwrap();
     let dir = std::env::temp_dir().join(format!("mltctl-driver-{}", std::process::id()));
@@ -392,9 +433,16 @@ fn env_prints_optireduce_and_mlt_variables_for_one_host() {
         "export GLOO_DPDK_CONFIG=/var/lib/mltctl/h2.ipmac\n",
         "export GLOO_DPDK_THREADS_OFFSET=2\n",
         "export MLT_SOCKET=/var/lib/mltctl/h2.sock\n",
+        "export MASTER_PORT=29500\n",
+        "export LOCAL_RANK=0\n",
+        "export PET_NNODES=4\n",
+        "export PET_NODE_RANK=1\n",
+        "export PET_NPROC_PER_NODE=1\n",
     ] {
         assert!(env.contains(line), "{line:?} missing from\n{env}");
     }
+    // The lab's collective is ring: OptiReduce defines no GLOO_ALGO for it.
+    assert!(!env.contains("GLOO_ALGO"), "{env}");
     let out = mltctl(&["env", "-i", lab.to_str().unwrap(), "--host", "h9"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no host named `h9`"));

@@ -21,8 +21,9 @@ use endhost_core::proto::{Control, Counters, Endpoint, EndpointConfig};
 pub enum TransportError {
     #[error("configuration: {0}")]
     Config(String),
+    /// The OS error is in the message, not a source too: printed once.
     #[error("data socket: {0}")]
-    Socket(#[source] std::io::Error),
+    Socket(std::io::Error),
     #[error("DPDK datapath: {0}")]
     Datapath(String),
     #[error(transparent)]

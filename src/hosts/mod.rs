@@ -68,8 +68,11 @@ impl Remote {
     }
 }
 
-/// The environment a training process on host `rank` runs with: OptiReduce's
-/// variables (for its gloo integration) and ours (for the launched transport).
+/// The environment a training process on host `rank` runs with: what torchrun needs
+/// (its own `PET_*` variables, so `torchrun train.py` needs no arguments), what
+/// torch.distributed needs without a launcher (one process per host), OptiReduce's
+/// variables where they mean what OptiReduce means (for its gloo integration), and ours
+/// (for the launched transport and the `mlt_transport` hook).
 pub fn environment(
     plan: &Plan,
     rank: usize,
@@ -78,20 +81,33 @@ pub fn environment(
 ) -> BTreeMap<String, String> {
     let host = &plan.hosts[rank];
     let job = &plan.job;
+    let launcher = plan.launcher;
     let first_core = host.cores.first().copied().unwrap_or(0);
     let mut env = BTreeMap::new();
     let mut set = |k: &str, v: String| {
         env.insert(k.to_string(), v);
     };
-    set("RANK", host.rank.to_string());
-    set("WORLD_SIZE", job.world_size.to_string());
-    set("MASTER_ADDR", plan.hosts[0].nic.ip.to_string());
-    set("MASTER_PORT", "29500".into());
+    let master_addr = plan.hosts[0].nic.ip.to_string();
+    set("MASTER_ADDR", master_addr.clone());
+    set("MASTER_PORT", launcher.master_port.to_string());
+    set(
+        "WORLD_SIZE",
+        (job.world_size * launcher.procs_per_host).to_string(),
+    );
+    set("LOCAL_WORLD_SIZE", launcher.procs_per_host.to_string());
+    if launcher.procs_per_host == 1 {
+        // Each process of several per host gets its own from the launcher.
+        set("RANK", host.rank.to_string());
+        set("LOCAL_RANK", "0".into());
+    }
+    set("PET_NNODES", job.world_size.to_string());
+    set("PET_NPROC_PER_NODE", launcher.procs_per_host.to_string());
+    set("PET_NODE_RANK", host.rank.to_string());
+    set("PET_MASTER_ADDR", master_addr);
+    set("PET_MASTER_PORT", launcher.master_port.to_string());
     set("GLOO_SOCKET_IFNAME", host.nic.name.clone());
-    match job.collective {
-        Collective::Transpose => set("GLOO_ALGO", "Optireduce".into()),
-        Collective::Ring => set("GLOO_ALGO", "Ring".into()),
-        Collective::Ps => {}
+    if job.collective == Collective::Transpose {
+        set("GLOO_ALGO", "Optireduce".into());
     }
     set("GLOO_DPDK_CONFIG", remote.file(&host.name, "ipmac"));
     set("GLOO_DPDK_THREADS_OFFSET", first_core.to_string());
@@ -119,6 +135,7 @@ pub fn environment(
     );
     set("MLT_CONFIG", remote.file(&host.name, "transport.json"));
     set("MLT_SOCKET", remote.file(&host.name, "sock"));
+    set("MLT_LOCAL_RANKS", launcher.procs_per_host.to_string());
     env
 }
 

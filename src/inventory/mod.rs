@@ -178,6 +178,25 @@ pub struct Training {
     pub datapath: Datapath,
     pub model: ThresholdModel,
     pub pinned_thresholds: Vec<PinnedThreshold>,
+    pub launcher: Launcher,
+}
+
+/// How training processes start on the hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launcher {
+    /// Training processes per host; the host's one transport serves them all.
+    pub procs_per_host: u32,
+    /// TCP port of the launcher's rendezvous on the first host (torch's MASTER_PORT).
+    pub master_port: u16,
+}
+
+impl Default for Launcher {
+    fn default() -> Self {
+        Launcher {
+            procs_per_host: 1,
+            master_port: 29500,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

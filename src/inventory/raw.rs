@@ -118,6 +118,15 @@ pub struct Training {
     pub datapath: Option<Datapath>,
     pub model: Option<Model>,
     pub thresholds: Option<Vec<Spanned<Threshold>>>,
+    pub launcher: Option<Launcher>,
+}
+
+/// What a training launcher (torchrun) needs besides the transport.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launcher {
+    pub procs_per_host: Option<Spanned<u64>>,
+    pub master_port: Option<Spanned<u64>>,
 }
 
 /// Layer sizes in parameters: a list, a file, or a count of equal layers.

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use switch_config::{EcnThresholds, QosIntent, QueueIntent, Scheduler, SwitchIntent};
 
 use crate::inventory::THRESHOLD_UNIT;
-use crate::inventory::{Inventory, Mgmt, PinnedThreshold, Role, Tolerance};
+use crate::inventory::{Inventory, Launcher, Mgmt, PinnedThreshold, Role, Tolerance};
 pub use classes::{GradientClass, QosPlan};
 pub use hosts::HostPlan;
 use thresholds::{Allocation, QueueInput};
@@ -41,6 +41,8 @@ pub struct Plan {
     pub hosts: Vec<HostPlan>,
     /// Settings every host's transport shares.
     pub job: JobConfig,
+    /// How training processes start.
+    pub launcher: Launcher,
 }
 
 /// The inputs of the threshold model, as used.
@@ -202,6 +204,7 @@ impl Plan {
             ports: t.ports,
             datapath: t.datapath,
             mtu: inv.fabric.mtu,
+            local_ranks: t.launcher.procs_per_host,
         };
         Plan {
             fabric: inv.fabric.name.clone(),
@@ -217,6 +220,7 @@ impl Plan {
             racks,
             switches,
             job,
+            launcher: inv.training.launcher,
         }
     }
 

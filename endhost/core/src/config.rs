@@ -66,6 +66,14 @@ pub struct JobConfig {
     pub datapath: Datapath,
     /// Largest IP packet on the data NIC.
     pub mtu: u16,
+    /// Training processes per host; the host's one transport serves them all (sums
+    /// their contributions before allreducing across hosts).
+    #[serde(default = "one_local_rank")]
+    pub local_ranks: u32,
+}
+
+fn one_local_rank() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

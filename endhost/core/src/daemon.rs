@@ -1,8 +1,16 @@
 //! The launched transport's messages (`endhost serve` and its clients): one JSON request
-//! line, then (for an allreduce) `values` f32 in little-endian; the reply is one JSON
-//! line, then (for a successful allreduce) the result's f32. Every rank must issue its
-//! allreduces in the same order, as with gloo: the n-th allreduce of each rank is one
-//! collective.
+//! line, then (for a byte allreduce) `values` f32 in little-endian; the reply is one
+//! JSON line, then (for a successful byte allreduce) the result's f32. Every rank must
+//! issue its allreduces in the same order, as with gloo: the n-th allreduce of each
+//! rank is one collective.
+//!
+//! A training process attaches first ([`Request::Attach`]): the reply carries a
+//! memfd (SCM_RIGHTS) the process maps, and its allreduces then work in that shared
+//! memory ([`Request::AllreduceShared`]) instead of sending the values through the
+//! socket. When the job runs several processes per host, each attaches with its local
+//! rank; the transport sums the host's contributions to the n-th allreduce of every
+//! local rank, allreduces the sum across hosts once, and hands every local rank the
+//! result.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,19 +24,53 @@ pub const MAX_VALUES: u64 = 1 << 28;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
     Status,
-    Allreduce { values: u64, layer: u16 },
+    /// Says which of the host's local ranks this connection is and asks for a shared
+    /// region of `bytes`; the reply is [`Attached`], with the region's memfd.
+    Attach {
+        local_rank: u32,
+        bytes: u64,
+    },
+    /// An allreduce of `values` f32 that follow the line.
+    Allreduce {
+        values: u64,
+        layer: u16,
+    },
+    /// An allreduce, in place, of the first `values` f32 of the attached region.
+    AllreduceShared {
+        values: u64,
+        /// (first value, layer) breakpoints, ascending; empty: all layer 0.
+        #[serde(default)]
+        layers: Vec<(u64, u16)>,
+        /// This allreduce's loss bound; `None`: the job's.
+        #[serde(default)]
+        loss_bound: Option<f64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     pub host: String,
     pub rank: u32,
+    /// Hosts in the job.
     pub world_size: u32,
+    /// Training processes per host this transport serves.
+    pub local_ranks: u32,
     pub job_id: u32,
     pub datapath: DatapathKind,
+    /// The job's loss bound.
+    pub loss_bound: f64,
+    /// Layers the plan knows (their DSCP and class), front layer 0.
+    pub layers: u32,
     pub pid: u32,
     /// Allreduces served so far.
     pub allreduces: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attached {
+    pub error: Option<String>,
+    /// The region's size; its memfd comes with this line.
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

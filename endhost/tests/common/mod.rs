@@ -45,6 +45,7 @@ pub fn configs(world: u32, base_port: u16) -> Vec<TransportConfig> {
         },
         datapath: Datapath::default(),
         mtu: 1500,
+        local_ranks: 1,
     };
     (0..world)
         .map(|rank| TransportConfig {

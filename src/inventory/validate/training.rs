@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use endhost::input::{InputError, read_text};
 
 use super::*;
-use crate::inventory::THRESHOLD_UNIT;
 use crate::inventory::load::MAX_INPUT_BYTES;
+use crate::inventory::{Launcher, THRESHOLD_UNIT};
 
 /// The most parameters one layer may have (a trillion), and a whole model (2^50): the
 /// plan counts bytes in u64 and shares in f64, exact below 2^53.
@@ -48,6 +48,7 @@ impl Validator<'_> {
         let ports = self.transport_ports(t.ports.as_ref());
         let datapath = self.datapath(t.datapath.as_ref());
         let model = self.model(t.model.as_ref());
+        let launcher = self.launcher(t.launcher.as_ref(), ports.as_ref());
         let pinned = match (&t.thresholds, classes) {
             (Some(list), Some(classes)) => self.pinned(list, classes, switches),
             (None, _) => Some(Vec::new()),
@@ -70,6 +71,38 @@ impl Validator<'_> {
             datapath: datapath?,
             model: model?,
             pinned_thresholds: pinned?,
+            launcher: launcher?,
+        })
+    }
+
+    fn launcher(&mut self, l: Option<&raw::Launcher>, ports: Option<&Ports>) -> Option<Launcher> {
+        let d = Launcher::default();
+        let procs_per_host = self.int_or(
+            &l.and_then(|l| l.procs_per_host.clone()),
+            "training.launcher.procs_per_host",
+            1..=256,
+            d.procs_per_host,
+        );
+        let given = l.and_then(|l| l.master_port.clone());
+        let master_port = self.int_or(
+            &given,
+            "training.launcher.master_port",
+            1..=65535,
+            d.master_port,
+        )?;
+        if let Some(ports) = ports
+            && [ports.data, ports.control].contains(&master_port)
+        {
+            let at = given.as_ref().map_or(Span::new_blank(), |p| *p.span());
+            self.error(
+                &at,
+                format!("master_port {master_port} is one of the transport's ports"),
+            );
+            return None;
+        }
+        Some(Launcher {
+            procs_per_host: procs_per_host?,
+            master_port,
         })
     }
 

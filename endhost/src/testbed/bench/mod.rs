@@ -135,6 +135,7 @@ pub fn host_config(spec: &BenchSpec, rank: usize) -> TransportConfig {
         ports: Ports::default(),
         datapath: Datapath::default(),
         mtu: 1500,
+        local_ranks: 1,
     };
     let ip = |r: usize| Fabric::ip(r);
     TransportConfig {

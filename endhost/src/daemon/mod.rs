@@ -3,145 +3,18 @@
 //! the transport in its own address space. The messages are in
 //! [`endhost_core::daemon`].
 
+mod server;
+mod shared;
+
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::rc::Rc;
 use std::time::Instant;
 
-use endhost_core::daemon::{AllreduceReply, MAX_VALUES, Request, Status};
-use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
-use tokio::net::{UnixListener, UnixStream as AsyncUnixStream};
-use tokio::sync::Mutex;
+use endhost_core::daemon::{AllreduceReply, Request, Status};
+use serde::Deserialize;
 
-use crate::transport::Transport;
-
-struct Shared {
-    transport: Transport,
-    /// The next tensor id; held for the whole allreduce so ranks agree on the order.
-    next_tensor: Mutex<u32>,
-}
-
-/// Serves `listener` until the future `stop` completes. The transport is not `Sync`,
-/// so clients are tasks of one thread.
-pub async fn serve(
-    transport: Transport,
-    listener: UnixListener,
-    stop: impl std::future::Future<Output = ()>,
-) -> Transport {
-    let shared = Rc::new(Shared {
-        transport,
-        next_tensor: Mutex::new(0),
-    });
-    let local = tokio::task::LocalSet::new();
-    local
-        .run_until(async {
-            tokio::pin!(stop);
-            loop {
-                tokio::select! {
-                    () = &mut stop => break,
-                    accepted = listener.accept() => {
-                        if let Ok((stream, _)) = accepted {
-                            let shared = Rc::clone(&shared);
-                            tokio::task::spawn_local(async move {
-                                // A client that sends garbage or leaves is its own problem.
-                                let _ = client(stream, &shared).await;
-                            });
-                        }
-                    }
-                }
-            }
-        })
-        .await;
-    // Dropping the set cancels clients still connected; their allreduces are the
-    // transport's to finish or time out.
-    drop(local);
-    match Rc::try_unwrap(shared) {
-        Ok(shared) => shared.transport,
-        Err(_) => unreachable!("every client task was dropped with the set"),
-    }
-}
-
-async fn client(stream: AsyncUnixStream, shared: &Shared) -> io::Result<()> {
-    let mut reader = AsyncBufReader::new(stream);
-    while let Some(line) = crate::lines::next_line(&mut reader)
-        .await
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
-    {
-        let request: Request = serde_json::from_str(&line)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        match request {
-            Request::Status => {
-                let config = shared.transport.config();
-                let status = Status {
-                    host: config.local.name.clone(),
-                    rank: config.rank,
-                    world_size: config.job.world_size,
-                    job_id: config.job.job_id,
-                    datapath: config.job.datapath.kind,
-                    pid: std::process::id(),
-                    allreduces: u64::from(*shared.next_tensor.lock().await),
-                };
-                write_line(reader.get_mut(), &status).await?;
-            }
-            Request::Allreduce { values, layer } => {
-                if values > MAX_VALUES {
-                    let reply = AllreduceReply {
-                        error: Some(format!(
-                            "{values} values is above the limit of {MAX_VALUES}"
-                        )),
-                        delivered: 0.0,
-                        seconds: 0.0,
-                    };
-                    write_line(reader.get_mut(), &reply).await?;
-                    return Ok(());
-                }
-                let mut bytes = vec![0u8; values as usize * 4];
-                reader.read_exact(&mut bytes).await?;
-                let data = bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
-                let started = Instant::now();
-                let result = {
-                    let mut next = shared.next_tensor.lock().await;
-                    let spec = shared.transport.allreduce_spec(*next, data, layer);
-                    *next = next.wrapping_add(1);
-                    shared.transport.allreduce(spec).await
-                };
-                let seconds = started.elapsed().as_secs_f64();
-                match result {
-                    Ok(done) => {
-                        let reply = AllreduceReply {
-                            error: None,
-                            delivered: done.delivered,
-                            seconds,
-                        };
-                        write_line(reader.get_mut(), &reply).await?;
-                        let out: Vec<u8> = done.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-                        reader.get_mut().write_all(&out).await?;
-                    }
-                    Err(e) => {
-                        let reply = AllreduceReply {
-                            error: Some(e.to_string()),
-                            delivered: 0.0,
-                            seconds,
-                        };
-                        write_line(reader.get_mut(), &reply).await?;
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn write_line<T: Serialize>(stream: &mut AsyncUnixStream, value: &T) -> io::Result<()> {
-    let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
-    line.push(b'\n');
-    stream.write_all(&line).await
-}
+pub use server::serve;
 
 /// A blocking client of a launched transport.
 pub struct Client {

@@ -1,0 +1,161 @@
+"""Scenarios the Rust test endhost/tests/python.rs runs against launched transports on
+loopback: one process per training rank, each printing one JSON line of what it saw.
+
+    python3 scenarios.py SCENARIO      (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+                                        MASTER_PORT and MLT_SOCKET in the environment)
+"""
+
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import mlt_transport as mlt
+
+
+def model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
+
+
+def rank_input():
+    g = torch.Generator().manual_seed(1000 + dist.get_rank())
+    return torch.randn(16, 32, generator=g), torch.randn(16, 8, generator=g)
+
+
+def against_gloo():
+    """Every bucket the hook reduces (f32, through DDP) is compared with gloo's
+    allreduce of the same bucket (sum, then divided by the world size)."""
+    dist.init_process_group("gloo")
+    net = model()
+    ddp = DDP(net, bucket_cap_mb=0.01)  # several buckets
+    state = mlt.HookState(net)
+    seen = []
+
+    def hook(s, bucket):
+        reference = bucket.buffer().clone()
+        dist.all_reduce(reference)
+        reference /= dist.get_world_size()
+        layers = s.bucket_layers(bucket)
+
+        def check(f):
+            out = f.value()
+            seen.append({"bits_equal": bool(torch.equal(out, reference)),
+                         "max_diff": (out - reference).abs().max().item(),
+                         "layers": layers})
+            return out
+        return mlt.allreduce_hook(s, bucket).then(check)
+
+    ddp.register_comm_hook(state, hook)
+    x, y = rank_input()
+    for _ in range(2):
+        ((ddp(x) - y) ** 2).mean().backward()
+    print(json.dumps({
+        "buckets": len(seen),
+        "bits_equal": all(b["bits_equal"] for b in seen),
+        "max_diff": max(b["max_diff"] for b in seen),
+        "layers": [b["layers"] for b in seen],
+        "ranks_equal": gathered_equal(torch.cat([p.grad.reshape(-1) for p in net.parameters()])),
+        "plan_layers": state.transport.status["layers"],
+    }))
+    state.close()
+
+
+def gathered_equal(tensor):
+    """Whether every rank holds the same bits."""
+    everyone = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, tensor)
+    return all(torch.equal(everyone[0], t) for t in everyone)
+
+
+def half_precision():
+    """f16 and bf16 tensors are converted for the transport and back: the result is
+    gloo's f32 average of the same values, rounded to the tensor's type."""
+    dist.init_process_group("gloo")
+    state = mlt.HookState(model())
+    out = {}
+    for dtype in (torch.float16, torch.bfloat16):
+        g = torch.Generator().manual_seed(7 + dist.get_rank())
+        tensor = torch.randn(10_000, generator=g).to(dtype)
+        reference = tensor.float()
+        dist.all_reduce(reference)
+        reference = (reference / dist.get_world_size()).to(dtype)
+        result = state.average(tensor.clone())
+        out[str(dtype)] = {"dtype_kept": result.dtype == dtype,
+                           "bits_equal": bool(torch.equal(result, reference))}
+    print(json.dumps(out))
+    state.close()
+
+
+def resync():
+    """Replicas made to differ are equal, bit for bit, after one re-sync, and the
+    drift it reports is the difference it corrected."""
+    dist.init_process_group("gloo")
+    net = model()
+    ddp = DDP(net)
+    state = mlt.HookState(net, resync_every=3)
+    ddp.register_comm_hook(state, mlt.allreduce_hook)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = rank_input()
+    drifts = []
+    for step in range(6):
+        optimizer.zero_grad()
+        ((ddp(x) - y) ** 2).mean().backward()
+        optimizer.step()
+        if step == 1:
+            with torch.no_grad():
+                for p in net.parameters():
+                    p.add_(0.01 * (dist.get_rank() + 1))
+        drifts.append(state.step(net))
+    flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+    print(json.dumps({
+        "drifts": drifts,
+        "max_drift": state.max_drift,
+        "loss_bound": state.transport.status["loss_bound"],
+        "replicas_equal": gathered_equal(flat),
+    }))
+    state.close()
+
+
+def errors():
+    """The package's error paths, from rank 0 of a running 2-host job whose rank 1
+    never asks for anything."""
+    out = {}
+    saved = os.environ.pop("MLT_SOCKET")
+    try:
+        mlt.Transport()
+    except mlt.TransportError as e:
+        out["unset"] = str(e)
+    os.environ["MLT_SOCKET"] = saved
+    try:
+        mlt.Transport(socket_path=saved + ".absent")
+    except mlt.TransportNotRunning as e:
+        out["absent"] = str(e)
+    try:
+        mlt.Transport(local_rank=3).attach(4096)
+    except mlt.TransportError as e:
+        out["local_rank"] = str(e)
+    dist.init_process_group("gloo", world_size=1, rank=0, init_method="tcp://127.0.0.1:%s" % os.environ["MASTER_PORT"])
+    try:
+        mlt.HookState(model())
+    except mlt.TransportError as e:
+        out["world"] = str(e)
+    transport = mlt.Transport(timeout=2)
+    transport.attach(4096)
+    started = time.monotonic()
+    try:
+        transport.allreduce_shared(1024)
+    except mlt.TransportError as e:
+        out["timeout"] = str(e)
+    out["waited"] = time.monotonic() - started
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    {"gloo": against_gloo, "half": half_precision, "resync": resync,
+     "errors": errors}[sys.argv[1]]()

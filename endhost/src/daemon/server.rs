@@ -1,0 +1,405 @@
+//! The launched transport's side of the Unix socket: requests from the host's training
+//! processes, their shared regions, and the rounds that sum several local ranks'
+//! contributions before one allreduce across hosts.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::rc::Rc;
+use std::time::Instant;
+
+use endhost_core::collective::Done;
+use endhost_core::daemon::{AllreduceReply, Attached, MAX_VALUES, Request, Status};
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Mutex, oneshot};
+
+use super::shared::Region;
+use crate::transport::Transport;
+
+struct Shared {
+    transport: Transport,
+    /// The next tensor id; held for the whole allreduce so ranks agree on the order.
+    next_tensor: Mutex<u32>,
+    rounds: RefCell<Rounds>,
+}
+
+/// What a round's members get back: one result for all.
+type Outcome = Rc<Result<Done, String>>;
+
+/// The allreduces local ranks have asked for and the host has not yet run: the n-th
+/// of every local rank make round n.
+struct Rounds {
+    /// Each local rank's next round.
+    next: Vec<u64>,
+    open: HashMap<u64, Round>,
+}
+
+struct Round {
+    parts: Vec<Option<Vec<f32>>>,
+    layers: Vec<(usize, u16)>,
+    loss_bound: Option<f64>,
+    waiters: Vec<oneshot::Sender<Outcome>>,
+    /// Why the round cannot run (its members disagree), told to every member.
+    spoiled: Option<String>,
+}
+
+/// One allreduce as a local rank asks for it.
+struct Contribution {
+    local_rank: usize,
+    data: Vec<f32>,
+    layers: Vec<(usize, u16)>,
+    loss_bound: Option<f64>,
+}
+
+/// Serves `listener` until the future `stop` completes. The transport is not `Sync`,
+/// so clients are tasks of one thread.
+pub async fn serve(
+    transport: Transport,
+    listener: UnixListener,
+    stop: impl std::future::Future<Output = ()>,
+) -> Transport {
+    let local_ranks = transport.config().job.local_ranks.max(1) as usize;
+    let shared = Rc::new(Shared {
+        transport,
+        next_tensor: Mutex::new(0),
+        rounds: RefCell::new(Rounds {
+            next: vec![0; local_ranks],
+            open: HashMap::new(),
+        }),
+    });
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    () = &mut stop => break,
+                    accepted = listener.accept() => {
+                        if let Ok((stream, _)) = accepted {
+                            let shared = Rc::clone(&shared);
+                            tokio::task::spawn_local(async move {
+                                // A client that sends garbage or leaves is its own problem.
+                                let _ = client(stream, &shared).await;
+                            });
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+    // Dropping the set cancels clients still connected; their allreduces are the
+    // transport's to finish or time out.
+    drop(local);
+    match Rc::try_unwrap(shared) {
+        Ok(shared) => shared.transport,
+        Err(_) => unreachable!("every client task was dropped with the set"),
+    }
+}
+
+/// One connection: which local rank it is (0 until it attaches) and its region.
+struct Connection {
+    reader: BufReader<UnixStream>,
+    local_rank: Option<usize>,
+    region: Option<Region>,
+}
+
+async fn client(stream: UnixStream, shared: &Shared) -> io::Result<()> {
+    let mut c = Connection {
+        reader: BufReader::new(stream),
+        local_rank: None,
+        region: None,
+    };
+    let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
+    while let Some(line) = crate::lines::next_line(&mut c.reader)
+        .await
+        .map_err(|e| invalid(e.to_string()))?
+    {
+        let request: Request = serde_json::from_str(&line).map_err(|e| invalid(e.to_string()))?;
+        match request {
+            Request::Status => {
+                let status = status(shared).await;
+                write_line(c.reader.get_mut(), &status).await?;
+            }
+            Request::Attach { local_rank, bytes } => {
+                attach(&mut c, shared, local_rank, bytes).await?
+            }
+            Request::Allreduce { values, layer } => {
+                if values > MAX_VALUES {
+                    let error = format!("{values} values is above the limit of {MAX_VALUES}");
+                    write_line(c.reader.get_mut(), &failed(error, 0.0)).await?;
+                    return Ok(());
+                }
+                let mut bytes = vec![0u8; values as usize * 4];
+                c.reader.read_exact(&mut bytes).await?;
+                let data = bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                let started = Instant::now();
+                let outcome = match local_rank_of(&c, shared) {
+                    Ok(local_rank) => {
+                        let layers = vec![(0, layer)];
+                        contribute(
+                            shared,
+                            Contribution {
+                                local_rank,
+                                data,
+                                layers,
+                                loss_bound: None,
+                            },
+                        )
+                        .await
+                    }
+                    Err(e) => Rc::new(Err(e)),
+                };
+                let seconds = started.elapsed().as_secs_f64();
+                match &*outcome {
+                    Ok(done) => {
+                        let reply = AllreduceReply {
+                            error: None,
+                            delivered: done.delivered,
+                            seconds,
+                        };
+                        write_line(c.reader.get_mut(), &reply).await?;
+                        let out: Vec<u8> = done.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+                        c.reader.get_mut().write_all(&out).await?;
+                    }
+                    Err(e) => write_line(c.reader.get_mut(), &failed(e.clone(), seconds)).await?,
+                }
+            }
+            Request::AllreduceShared {
+                values,
+                layers,
+                loss_bound,
+            } => {
+                let started = Instant::now();
+                let outcome = match shared_request(&c, shared, values, layers, loss_bound) {
+                    Ok(contribution) => contribute(shared, contribution).await,
+                    Err(e) => Rc::new(Err(e)),
+                };
+                let seconds = started.elapsed().as_secs_f64();
+                let reply = match (&*outcome, &c.region) {
+                    (Ok(done), Some(region)) => {
+                        region.write(&done.data);
+                        AllreduceReply {
+                            error: None,
+                            delivered: done.delivered,
+                            seconds,
+                        }
+                    }
+                    (Ok(_), None) => unreachable!("checked by shared_request"),
+                    (Err(e), _) => failed(e.clone(), seconds),
+                };
+                write_line(c.reader.get_mut(), &reply).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn status(shared: &Shared) -> Status {
+    let config = shared.transport.config();
+    Status {
+        host: config.local.name.clone(),
+        rank: config.rank,
+        world_size: config.job.world_size,
+        local_ranks: config.job.local_ranks.max(1),
+        job_id: config.job.job_id,
+        datapath: config.job.datapath.kind,
+        loss_bound: config.job.loss_bound,
+        layers: config.job.tagging.layers,
+        pid: std::process::id(),
+        allreduces: u64::from(*shared.next_tensor.lock().await),
+    }
+}
+
+/// Gives the connection a region of `bytes` (replacing its last) and makes it local
+/// rank `local_rank`.
+async fn attach(
+    c: &mut Connection,
+    shared: &Shared,
+    local_rank: u32,
+    bytes: u64,
+) -> io::Result<()> {
+    let local_ranks = shared.rounds.borrow().next.len();
+    let refuse = |error: String| Attached {
+        error: Some(error),
+        bytes: 0,
+    };
+    let reply = if local_rank as usize >= local_ranks {
+        refuse(format!(
+            "local rank {local_rank} is not one of this host's {local_ranks} (training.launcher.procs_per_host)"
+        ))
+    } else if c.local_rank.is_some_and(|r| r != local_rank as usize) {
+        refuse("a connection cannot change its local rank".into())
+    } else if bytes == 0 || bytes > MAX_VALUES * 4 || !bytes.is_multiple_of(4) {
+        refuse(format!(
+            "a region of {bytes} bytes: give a multiple of 4 up to {}",
+            MAX_VALUES * 4
+        ))
+    } else {
+        match Region::new(bytes as usize) {
+            Ok(region) => {
+                c.local_rank = Some(local_rank as usize);
+                let mut line = serde_json::to_vec(&Attached { error: None, bytes })
+                    .map_err(io::Error::other)?;
+                line.push(b'\n');
+                region.send(c.reader.get_mut(), &line).await?;
+                c.region = Some(region);
+                return Ok(());
+            }
+            Err(e) => refuse(format!("cannot make a shared region of {bytes} bytes: {e}")),
+        }
+    };
+    write_line(c.reader.get_mut(), &reply).await
+}
+
+fn local_rank_of(c: &Connection, shared: &Shared) -> Result<usize, String> {
+    match c.local_rank {
+        Some(rank) => Ok(rank),
+        None if shared.rounds.borrow().next.len() == 1 => Ok(0),
+        None => Err("this transport serves several local ranks: attach with yours first".into()),
+    }
+}
+
+fn shared_request(
+    c: &Connection,
+    shared: &Shared,
+    values: u64,
+    layers: Vec<(u64, u16)>,
+    loss_bound: Option<f64>,
+) -> Result<Contribution, String> {
+    let Some(region) = &c.region else {
+        return Err("no shared region: attach first".into());
+    };
+    let local_rank = local_rank_of(c, shared)?;
+    if values > region.values() as u64 {
+        return Err(format!(
+            "{values} values do not fit the attached region of {}",
+            region.values()
+        ));
+    }
+    if let Some(p) = loss_bound
+        && !(0.0..1.0).contains(&p)
+    {
+        return Err(format!("loss bound {p}: give at least 0 and below 1"));
+    }
+    let ascending = layers.windows(2).all(|w| w[0].0 < w[1].0);
+    if !ascending || layers.last().is_some_and(|l| l.0 >= values.max(1)) {
+        return Err("layers: give (first value, layer) pairs, ascending, inside the values".into());
+    }
+    Ok(Contribution {
+        local_rank,
+        data: region.read(values as usize),
+        layers: layers
+            .into_iter()
+            .map(|(at, layer)| (at as usize, layer))
+            .collect(),
+        loss_bound,
+    })
+}
+
+/// Adds a local rank's contribution to its round; the last member to arrive runs the
+/// round's allreduce, and every member gets its outcome.
+async fn contribute(shared: &Shared, contribution: Contribution) -> Outcome {
+    let (tx, rx) = oneshot::channel();
+    let ready = {
+        let mut rounds = shared.rounds.borrow_mut();
+        let members = rounds.next.len();
+        let seq = rounds.next[contribution.local_rank];
+        rounds.next[contribution.local_rank] += 1;
+        let round = rounds.open.entry(seq).or_insert_with(|| Round {
+            parts: vec![None; members],
+            layers: contribution.layers.clone(),
+            loss_bound: contribution.loss_bound,
+            waiters: Vec::new(),
+            spoiled: None,
+        });
+        if let Some(first) = round.parts.iter().flatten().next()
+            && (first.len() != contribution.data.len()
+                || round.layers != contribution.layers
+                || round.loss_bound != contribution.loss_bound)
+        {
+            round.spoiled = Some(format!(
+                "allreduce {seq}: this host's local ranks asked for different allreduces \
+                 (sizes, layers or loss bounds differ)"
+            ));
+        }
+        round.parts[contribution.local_rank] = Some(contribution.data);
+        round.waiters.push(tx);
+        if round.parts.iter().all(Option::is_some) {
+            rounds.open.remove(&seq)
+        } else {
+            None
+        }
+    };
+    if let Some(round) = ready {
+        let outcome = Rc::new(
+            run(
+                shared,
+                round.parts,
+                round.layers,
+                round.loss_bound,
+                round.spoiled,
+            )
+            .await,
+        );
+        for waiter in round.waiters {
+            let _ = waiter.send(Rc::clone(&outcome));
+        }
+    }
+    rx.await
+        .unwrap_or_else(|_| Rc::new(Err("the round was abandoned".into())))
+}
+
+async fn run(
+    shared: &Shared,
+    parts: Vec<Option<Vec<f32>>>,
+    layers: Vec<(usize, u16)>,
+    loss_bound: Option<f64>,
+    spoiled: Option<String>,
+) -> Result<Done, String> {
+    if let Some(why) = spoiled {
+        return Err(why);
+    }
+    // In local-rank order, so the sum is the same bits on every run.
+    let mut parts = parts.into_iter().flatten();
+    let mut data = parts.next().unwrap_or_default();
+    for part in parts {
+        for (sum, v) in data.iter_mut().zip(part) {
+            *sum += v;
+        }
+    }
+    let mut next = shared.next_tensor.lock().await;
+    let mut spec = shared.transport.allreduce_spec(*next, data, 0);
+    spec.layers = if layers.is_empty() {
+        vec![(0, 0)]
+    } else {
+        layers
+    };
+    if let Some(p) = loss_bound {
+        spec.loss_bound = p;
+    }
+    *next = next.wrapping_add(1);
+    shared
+        .transport
+        .allreduce(spec)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn failed(error: String, seconds: f64) -> AllreduceReply {
+    AllreduceReply {
+        error: Some(error),
+        delivered: 0.0,
+        seconds,
+    }
+}
+
+async fn write_line<T: Serialize>(stream: &mut UnixStream, value: &T) -> io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line).await
+}

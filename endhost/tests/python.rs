@@ -1,0 +1,251 @@
+//! The Python package (endhost/python, `mlt_transport`) against launched transports on
+//! loopback: one `endhost serve` per host, one Python process per training rank
+//! running a scenario of endhost/python/tests/scenarios.py with Debian's torch.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const ENDHOST: &str = env!("CARGO_BIN_EXE_endhost");
+/// Debian's python3-torch is installed for this interpreter.
+const PYTHON: &str = "/usr/bin/python3";
+
+fn endhost(args: &[&str]) -> Output {
+    Command::new(ENDHOST).args(args).output().unwrap()
+}
+
+fn package_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
+}
+
+/// A job's transports, one per host, in a scratch directory; stopped when dropped.
+struct Job {
+    dir: PathBuf,
+    hosts: u32,
+}
+
+impl Job {
+    /// Starts `hosts` transports (data port `port`, control `port + 1`) serving
+    /// `local_ranks` processes each, and waits until they answer.
+    fn start(name: &str, hosts: u32, local_ranks: u32, loss_bound: f64, port: u16) -> Job {
+        let dir = std::env::temp_dir().join(format!("mlt-python-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let job = Job { dir, hosts };
+        for (h, mut config) in common::configs(hosts, port).into_iter().enumerate() {
+            config.job.local_ranks = local_ranks;
+            config.job.loss_bound = loss_bound;
+            let h = h as u32;
+            std::fs::write(job.file(h, "json"), serde_json::to_string(&config).unwrap()).unwrap();
+            let out = endhost(&[
+                "serve",
+                "--config",
+                &job.file(h, "json"),
+                "--socket",
+                &job.file(h, "sock"),
+                "--pid-file",
+                &job.file(h, "pid"),
+                "--log",
+                &job.file(h, "log"),
+                "--connect-timeout",
+                "20",
+                "--detach",
+            ]);
+            assert!(out.status.success(), "{out:?}");
+        }
+        for h in 0..hosts {
+            let out = endhost(&[
+                "status",
+                "--socket",
+                &job.file(h, "sock"),
+                "--pid-file",
+                &job.file(h, "pid"),
+                "--wait",
+                "30",
+            ]);
+            assert!(out.status.success(), "{out:?}\n{}", job.logs());
+        }
+        job
+    }
+
+    fn file(&self, host: u32, ext: &str) -> String {
+        self.dir
+            .join(format!("h{host}.{ext}"))
+            .display()
+            .to_string()
+    }
+
+    fn logs(&self) -> String {
+        (0..self.hosts)
+            .map(|h| {
+                let log = std::fs::read_to_string(self.file(h, "log")).unwrap_or_default();
+                format!("--- host {h} log:\n{log}")
+            })
+            .collect()
+    }
+
+    /// Runs `scenario` as `per_host` processes on each of `hosts` (the first hosts of
+    /// the job; fewer than all leaves the others' transports unasked) and returns each
+    /// rank's JSON line, in rank order.
+    fn run(&self, scenario: &str, hosts: u32, per_host: u32, master_port: u16) -> Vec<Value> {
+        let world = hosts * per_host;
+        let children: Vec<_> = (0..world)
+            .map(|rank| {
+                Command::new(PYTHON)
+                    .arg(package_dir().join("tests/scenarios.py"))
+                    .arg(scenario)
+                    .env("PYTHONPATH", package_dir())
+                    .env("MLT_SOCKET", self.file(rank / per_host, "sock"))
+                    .env("MLT_TIMEOUT", "60")
+                    .env("RANK", rank.to_string())
+                    .env("LOCAL_RANK", (rank % per_host).to_string())
+                    .env("WORLD_SIZE", world.to_string())
+                    .env("MASTER_ADDR", "127.0.0.1")
+                    .env("MASTER_PORT", master_port.to_string())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(180);
+        children
+            .into_iter()
+            .enumerate()
+            .map(|(rank, mut child)| {
+                while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success(),
+                    "rank {rank} of {scenario}: {}\n{stdout}\n{}\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr),
+                    self.logs()
+                );
+                serde_json::from_str(stdout.lines().last().unwrap_or_default())
+                    .unwrap_or_else(|e| panic!("rank {rank}: {e}: {stdout}"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        for h in 0..self.hosts {
+            let _ = endhost(&["stop", "--pid-file", &self.file(h, "pid"), "--grace", "2"]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn the_hook_equals_gloo_bit_for_bit_at_loss_bound_zero() {
+    let job = Job::start("gloo", 2, 1, 0.0, 23_600);
+    for (rank, seen) in job.run("gloo", 2, 1, 29_601).iter().enumerate() {
+        // Two steps, a bucket or more each (DDP rebuilds its buckets after the first).
+        assert!(
+            seen["buckets"].as_u64().unwrap() >= 2,
+            "rank {rank}: {seen}"
+        );
+        assert_eq!(seen["bits_equal"], true, "rank {rank}: {seen}");
+        assert_eq!(seen["max_diff"], 0.0, "rank {rank}: {seen}");
+        assert_eq!(seen["ranks_equal"], true, "rank {rank}: {seen}");
+        // The plan's two layers: the front parameters' buckets carry layer 0, the
+        // back ones' layer 1.
+        let layers: Vec<u64> = seen["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|bucket| {
+                bucket
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p[1].as_u64().unwrap())
+            })
+            .collect();
+        assert!(
+            layers.contains(&0) && layers.contains(&1),
+            "rank {rank}: {seen}"
+        );
+    }
+    for (rank, seen) in job.run("half", 2, 1, 29_602).iter().enumerate() {
+        for dtype in ["torch.float16", "torch.bfloat16"] {
+            assert_eq!(seen[dtype]["dtype_kept"], true, "rank {rank}: {seen}");
+            assert_eq!(seen[dtype]["bits_equal"], true, "rank {rank}: {seen}");
+        }
+    }
+}
+
+#[test]
+fn a_resync_makes_replicas_equal_under_a_loss_bound() {
+    let job = Job::start("resync", 2, 1, 0.05, 23_610);
+    let seen = job.run("resync", 2, 1, 29_611);
+    for (rank, seen) in seen.iter().enumerate() {
+        assert_eq!(seen["loss_bound"], 0.05, "rank {rank}: {seen}");
+        let drifts = seen["drifts"].as_array().unwrap();
+        // Every third step: after step 1 the ranks moved their parameters by 0.01 and
+        // 0.02; the re-sync at step 3 (index 2) corrects half the difference.
+        assert!(
+            drifts[0].is_null() && drifts[1].is_null(),
+            "rank {rank}: {seen}"
+        );
+        let corrected = drifts[2].as_f64().unwrap();
+        assert!((0.004..0.02).contains(&corrected), "rank {rank}: {seen}");
+        assert_eq!(seen["replicas_equal"], true, "rank {rank}: {seen}");
+    }
+}
+
+#[test]
+fn two_ranks_on_one_host_share_its_transport() {
+    let job = Job::start("local", 2, 2, 0.0, 23_620);
+    for (rank, seen) in job.run("gloo", 2, 2, 29_621).iter().enumerate() {
+        // The host sums its two ranks first, so the order of the additions is not
+        // gloo's ring: equal to rounding, and every rank holds the same bits.
+        assert!(
+            seen["max_diff"].as_f64().unwrap() < 1e-6,
+            "rank {rank}: {seen}"
+        );
+        assert_eq!(seen["ranks_equal"], true, "rank {rank}: {seen}");
+        assert!(
+            seen["buckets"].as_u64().unwrap() >= 2,
+            "rank {rank}: {seen}"
+        );
+    }
+}
+
+#[test]
+fn the_package_says_what_is_wrong_and_never_hangs() {
+    let job = Job::start("errors", 2, 1, 0.0, 23_630);
+    // Only host 0's process: host 1's transport is never asked.
+    let seen = &job.run("errors", 1, 1, 29_631)[0];
+    let said = |key: &str| {
+        seen[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key}: {seen}"))
+    };
+    assert!(said("unset").contains("$MLT_SOCKET is not set"), "{seen}");
+    assert!(said("absent").contains("no transport answers on"), "{seen}");
+    assert!(said("absent").contains("mltctl launch"), "{seen}");
+    assert!(
+        said("local_rank").contains("local rank 3 is not one of this host's 1"),
+        "{seen}"
+    );
+    assert!(
+        said("world").contains("the process group has 1 ranks"),
+        "{seen}"
+    );
+    assert!(
+        said("timeout").contains("no reply from the transport"),
+        "{seen}"
+    );
+    let waited = seen["waited"].as_f64().unwrap();
+    assert!((1.5..10.0).contains(&waited), "{seen}");
+}

@@ -371,8 +371,12 @@ fn procs_per_host_shape_the_launchers_environment_and_the_transport() {
     assert_eq!(env["MASTER_PORT"], "29600");
     assert_eq!(env["PET_MASTER_PORT"], "29600");
     assert_eq!(env["MLT_LOCAL_RANKS"], "2");
+    assert_eq!(env["PET_REDIRECTS"], "2:0");
     // Several processes per host: each gets RANK and LOCAL_RANK from the launcher.
-    assert!(env.get("RANK").is_none() && env.get("LOCAL_RANK").is_none(), "{env}");
+    assert!(
+        env.get("RANK").is_none() && env.get("LOCAL_RANK").is_none(),
+        "{env}"
+    );
     let out = mltctl(&["plan", "-i", &path, "--host", "h2"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -115,12 +115,8 @@ impl Job {
         children
             .into_iter()
             .enumerate()
-            .map(|(rank, mut child)| {
-                while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let _ = child.kill();
-                let out = child.wait_with_output().unwrap();
+            .map(|(rank, child)| {
+                let out = wait(child, deadline);
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 assert!(
                     out.status.success(),
@@ -134,6 +130,64 @@ impl Job {
             })
             .collect()
     }
+}
+
+impl Job {
+    /// Runs `scenario` under torchrun, one torchrun per host with nothing but the
+    /// variables `mltctl env` gives it (`PET_*`, `MLT_SOCKET`), `per_host` processes
+    /// each; returns every rank's JSON line, in rank order.
+    fn torchrun(&self, scenario: &str, per_host: u32, master_port: u16) -> Vec<Value> {
+        let launchers: Vec<_> = (0..self.hosts)
+            .map(|host| {
+                Command::new(PYTHON)
+                    .args(["-m", "torch.distributed.run"])
+                    .arg(package_dir().join("tests/scenarios.py"))
+                    .arg(scenario)
+                    .env("PYTHONPATH", package_dir())
+                    .env("MLT_SOCKET", self.file(host, "sock"))
+                    .env("MLT_TIMEOUT", "60")
+                    .env("PET_NNODES", self.hosts.to_string())
+                    .env("PET_NPROC_PER_NODE", per_host.to_string())
+                    .env("PET_NODE_RANK", host.to_string())
+                    .env("PET_MASTER_ADDR", "127.0.0.1")
+                    .env("PET_MASTER_PORT", master_port.to_string())
+                    // As `mltctl env` sets them (Debian's torchrun fails on its defaults).
+                    .env("PET_REDIRECTS", format!("{per_host}:0"))
+                    .env("PET_TEE", format!("{per_host}:0"))
+                    .env("OMP_NUM_THREADS", "1")
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut ranks = Vec::new();
+        for (host, launcher) in launchers.into_iter().enumerate() {
+            let out = wait(launcher, Instant::now() + Duration::from_secs(180));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "torchrun on host {host}: {}\n{stdout}\n{}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr),
+                self.logs()
+            );
+            for line in stdout.lines().filter(|l| l.starts_with('{')) {
+                ranks.push(serde_json::from_str::<Value>(line).unwrap());
+            }
+        }
+        ranks.sort_by_key(|r| r["rank"].as_u64());
+        ranks
+    }
+}
+
+/// The child's output once it ends, killing it at `deadline`.
+fn wait(mut child: std::process::Child, deadline: Instant) -> Output {
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
 }
 
 impl Drop for Job {
@@ -204,9 +258,13 @@ fn a_resync_makes_replicas_equal_under_a_loss_bound() {
 }
 
 #[test]
-fn two_ranks_on_one_host_share_its_transport() {
+fn two_ranks_on_one_host_share_its_transport_under_torchrun() {
     let job = Job::start("local", 2, 2, 0.0, 23_620);
-    for (rank, seen) in job.run("gloo", 2, 2, 29_621).iter().enumerate() {
+    let ranks = job.torchrun("gloo", 2, 29_621);
+    assert_eq!(ranks.len(), 4, "{ranks:?}");
+    for (rank, seen) in ranks.iter().enumerate() {
+        assert_eq!(seen["rank"], rank, "{seen}");
+        assert_eq!(seen["world_size"], 4, "{seen}");
         // The host sums its two ranks first, so the order of the additions is not
         // gloo's ring: equal to rounding, and every rank holds the same bits.
         assert!(

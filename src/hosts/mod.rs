@@ -105,6 +105,12 @@ pub fn environment(
     set("PET_NODE_RANK", host.rank.to_string());
     set("PET_MASTER_ADDR", master_addr);
     set("PET_MASTER_PORT", launcher.master_port.to_string());
+    // torchrun's default `--redirects 0` and `--tee 0` crash the torchrun of Debian 12's
+    // python3-torch 1.13 on Python 3.11 (its Std.from_str("0") returns None there): a
+    // setting for a local rank that does not exist means the same — nothing redirected.
+    let no_local_rank = format!("{}:0", launcher.procs_per_host);
+    set("PET_REDIRECTS", no_local_rank.clone());
+    set("PET_TEE", no_local_rank);
     set("GLOO_SOCKET_IFNAME", host.nic.name.clone());
     if job.collective == Collective::Transpose {
         set("GLOO_ALGO", "Optireduce".into());

@@ -56,6 +56,8 @@ def against_gloo():
     for _ in range(2):
         ((ddp(x) - y) ** 2).mean().backward()
     print(json.dumps({
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
         "buckets": len(seen),
         "bits_equal": all(b["bits_equal"] for b in seen),
         "max_diff": max(b["max_diff"] for b in seen),

@@ -77,5 +77,6 @@ pub struct Attached {
 pub struct AllreduceReply {
     pub error: Option<String>,
     pub delivered: f64,
+    /// The collective's time in the transport (on failure: until it failed).
     pub seconds: f64,
 }

@@ -77,6 +77,8 @@ class Transport:
         # The attached region (an mmap), and how many f32 it holds.
         self.region = None
         self.region_values = 0
+        # The last allreduce's time in the transport itself, seconds.
+        self.last_seconds = None
         self.status = self._call({"op": "status"})
 
     # -- the socket -------------------------------------------------------------
@@ -176,4 +178,5 @@ class Transport:
         reply = self._call(request)
         if reply.get("error"):
             raise TransportError(f"allreduce: {reply['error']}")
+        self.last_seconds = reply["seconds"]
         return reply["delivered"]

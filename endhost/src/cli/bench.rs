@@ -16,7 +16,51 @@ use super::{Baseline, BlastRole, CollectiveArg, DatapathArg};
 pub enum Command {
     Allreduce(AllreduceArgs),
     Datapath(DatapathArgs),
+    Train(TrainArgs),
     Blast(BlastArgs),
+}
+
+/// MLT's accuracy result: a small model trained through the transport at several
+/// loss bounds, with random loss at the switch, beside gloo.
+///
+/// Builds the namespace fabric of `bench allreduce` (--hosts behind one switch
+/// namespace, ports shaped to --rate, --loss percent dropped at random on the
+/// switch), then for each --loss-bounds value starts `endhost serve` on every host
+/// and trains an MLP on scikit-learn's bundled digits with PyTorch DDP, its
+/// gradients allreduced by the mlt_transport hook (endhost/python/examples/
+/// train_digits.py, one process per host), then the same training on gloo. Prints
+/// test accuracy per epoch and training time per epoch for each; --plot draws them.
+/// Needs root, python3-torch, python3-sklearn (and python3-matplotlib for --plot).
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct TrainArgs {
+    /// Hosts (network namespaces) behind the switch.
+    #[arg(long, default_value_t = 4)]
+    pub hosts: usize,
+    /// Link rate: 1gbit, 100mbit, …
+    #[arg(long, default_value = "1gbit", value_parser = bench::parse_rate)]
+    pub rate: u64,
+    /// Packets dropped at random by the switch, percent.
+    #[arg(long, default_value_t = 1.0)]
+    pub loss: f64,
+    /// The transport's loss bounds to train with, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.01,0.025")]
+    pub loss_bounds: Vec<f64>,
+    /// Epochs per run.
+    #[arg(long, default_value_t = 20)]
+    pub epochs: u32,
+    /// Steps between exact re-syncs of the replicas' parameters (0: never).
+    #[arg(long, default_value_t = 50)]
+    pub resync_every: u32,
+    /// Switch port buffer (tbf latency on the switch's ports), ms.
+    #[arg(long, default_value_t = 50)]
+    pub switch_buffer_ms: u32,
+    /// Draw accuracy and time per epoch here (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Allreduce time against the link-rate optimum, optionally beside gloo.
@@ -130,6 +174,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Allreduce(args) => allreduce(args),
         Command::Datapath(args) => datapath(args),
+        Command::Train(args) => train(args),
         Command::Blast(args) => blast(args),
     }
 }
@@ -159,6 +204,47 @@ fn allreduce(args: AllreduceArgs) -> anyhow::Result<()> {
         anyhow::bail!("cannot build a namespace fabric: {why}");
     }
     report(args.json, |exe, scratch| bench::run(&spec, exe, scratch))
+}
+
+fn train(args: TrainArgs) -> anyhow::Result<()> {
+    if let Some(p) = args.loss_bounds.iter().find(|p| !(0.0..1.0).contains(*p)) {
+        anyhow::bail!("--loss-bounds {p}: each must be at least 0 and below 1");
+    }
+    let spec = bench::train::TrainSpec {
+        bench: BenchSpec {
+            fabric: FabricSpec {
+                hosts: args.hosts,
+                rate_mbit: args.rate,
+                host_buffer_ms: 0,
+                switch_buffer_ms: args.switch_buffer_ms,
+                loss_percent: args.loss,
+            },
+            size_bytes: 0,
+            iterations: 0,
+            collective: endhost_core::config::Collective::Ring,
+            loss_bound: 0.0,
+            rate_control: RateControl {
+                t_low_us: bench::T_LOW_US,
+                t_high_us: bench::T_HIGH_US,
+                ..RateControl::default()
+            },
+            phase_ms: 30_000,
+            gloo: true,
+        },
+        loss_bounds: args.loss_bounds,
+        epochs: args.epochs,
+        resync_every: args.resync_every,
+    };
+    if let Some(why) = netns::unavailable() {
+        anyhow::bail!("cannot build a namespace fabric: {why}");
+    }
+    report(args.json, |exe, scratch| {
+        let report = bench::train::run(&spec, exe, scratch)?;
+        if let Some(out) = &args.plot {
+            bench::train::plot(&report, out, scratch)?;
+        }
+        Ok(report)
+    })
 }
 
 fn datapath(args: DatapathArgs) -> anyhow::Result<()> {

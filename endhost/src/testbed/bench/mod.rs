@@ -3,6 +3,7 @@
 //! 2(n−1)/n · S/B of an allreduce of S bytes over n hosts with links of rate B.
 
 pub mod datapath;
+pub mod train;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

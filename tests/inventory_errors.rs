@@ -102,7 +102,7 @@ invalid_inventories! {
     ];
     misspelled_key_with_another_problem: "misspelled-key" => [
         "41:13: unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)",
-        "70:3: unknown field `training.colective`: did you mean `collective`? (expected one of: job_id, layers, loss_bound, collective, priorities, dscp, importance, rate_control, timeouts, ports, datapath, model, thresholds)",
+        "70:3: unknown field `training.colective`: did you mean `collective`? (expected one of: job_id, layers, loss_bound, collective, priorities, dscp, importance, rate_control, timeouts, ports, datapath, model, thresholds, launcher)",
     ];
     unknown_vendor: "unknown-vendor" => [
         "40:13: unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)",

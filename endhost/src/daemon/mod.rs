@@ -96,9 +96,11 @@ pub fn detach(args: &[std::ffi::OsString], log: &Path, pid_file: &Path) -> io::R
     Ok(child.id())
 }
 
-/// Writes `pid` to `path` atomically.
+/// Writes `pid` to `path` atomically. The temporary file is this process's own: a
+/// detaching parent and the transport it started both write the pid, and with one
+/// shared name the parent's rename could take the child's file away from under it.
 pub fn write_pid(path: &Path, pid: u32) -> io::Result<()> {
-    let tmp = path.with_extension("pid.tmp");
+    let tmp = path.with_extension(format!("pid.{}.tmp", std::process::id()));
     std::fs::write(&tmp, format!("{pid}\n"))?;
     std::fs::rename(&tmp, path)
 }

@@ -80,6 +80,12 @@ class Transport:
         # The last allreduce's time in the transport itself, seconds.
         self.last_seconds = None
         self.status = self._call({"op": "status"})
+        if local_rank is None and "LOCAL_RANK" not in os.environ and self.status["local_ranks"] > 1:
+            self.close()
+            raise TransportError(
+                f"the transport at {path} serves {self.status['local_ranks']} processes per host: "
+                "start them with torchrun (it sets LOCAL_RANK) or pass local_rank"
+            )
 
     # -- the socket -------------------------------------------------------------
 

@@ -74,9 +74,8 @@ class HookState:
         raise TypeError("HookState holds a connection and cannot be pickled")
 
     def _region(self, values):
-        if values > self.transport.region_values:
-            self._view = None
-            region = self.transport.attach(values * 4)
+        if self._view is None or values > self.transport.region_values:
+            region = self.transport.attach(max(values, 1) * 4)
             self._view = torch.frombuffer(region, dtype=torch.float32)
         return self._view[:values]
 
@@ -85,7 +84,7 @@ class HookState:
         out, at = [], 0
         for p in bucket.parameters():
             layer = self.layer_of.get(id(p), 0)
-            if not out or out[-1][1] != layer:
+            if p.numel() and (not out or out[-1][1] != layer):
                 out.append((at, layer))
             at += p.numel()
         return out
@@ -102,12 +101,21 @@ class HookState:
             tensor.copy_(flat.view_as(tensor))
         return tensor
 
-    def submit(self, work):
-        """Runs `work` on the worker; a future of its result."""
-        future = torch.futures.Future()
+    def submit(self, work, device=None):
+        """Runs `work` on the worker; a future of its result. For a CUDA `device`,
+        the work waits for what the current stream has queued so far."""
+        if device is not None and device.type == "cuda":
+            future = torch.futures.Future(devices=[device])
+            ready = torch.cuda.Event()
+            ready.record()
+        else:
+            future = torch.futures.Future()
+            ready = None
 
         def run():
             try:
+                if ready is not None:
+                    ready.synchronize()
                 future.set_result(work())
             except BaseException as e:  # the training loop gets it from the future
                 future.set_exception(e)
@@ -161,4 +169,4 @@ def allreduce_hook(state, bucket):
     each part tagged with its layer's class."""
     buffer = bucket.buffer()
     layers = state.bucket_layers(bucket)
-    return state.submit(lambda: state.average(buffer, layers))
+    return state.submit(lambda: state.average(buffer, layers), buffer.device)

@@ -147,6 +147,14 @@ def errors():
         mlt.HookState(model())
     except mlt.TransportError as e:
         out["world"] = str(e)
+    first = mlt.Transport(local_rank=0)
+    first.attach(4096)
+    try:
+        mlt.Transport(local_rank=0).attach(4096)
+    except mlt.TransportError as e:
+        out["duplicate"] = str(e)
+    first.close()
+    time.sleep(0.5)  # the transport sees the connection end and frees local rank 0
     transport = mlt.Transport(timeout=2)
     transport.attach(4096)
     started = time.monotonic()

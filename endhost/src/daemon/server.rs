@@ -23,6 +23,8 @@ struct Shared {
     /// The next tensor id; held for the whole allreduce so ranks agree on the order.
     next_tensor: Mutex<u32>,
     rounds: RefCell<Rounds>,
+    /// Which local ranks a connection holds: one connection each.
+    claimed: RefCell<Vec<bool>>,
 }
 
 /// What a round's members get back: one result for all.
@@ -68,6 +70,7 @@ pub async fn serve(
             next: vec![0; local_ranks],
             open: HashMap::new(),
         }),
+        claimed: RefCell::new(vec![false; local_ranks]),
     });
     let local = tokio::task::LocalSet::new();
     local
@@ -98,7 +101,8 @@ pub async fn serve(
     }
 }
 
-/// One connection: which local rank it is (0 until it attaches) and its region.
+/// One connection: which local rank it attached as (without one, a transport serving
+/// one local rank treats it as rank 0) and its region.
 struct Connection {
     reader: BufReader<UnixStream>,
     local_rank: Option<usize>,
@@ -111,6 +115,14 @@ async fn client(stream: UnixStream, shared: &Shared) -> io::Result<()> {
         local_rank: None,
         region: None,
     };
+    let result = serve_client(&mut c, shared).await;
+    if let Some(rank) = c.local_rank {
+        shared.claimed.borrow_mut()[rank] = false;
+    }
+    result
+}
+
+async fn serve_client(c: &mut Connection, shared: &Shared) -> io::Result<()> {
     let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
     while let Some(line) = crate::lines::next_line(&mut c.reader)
         .await
@@ -122,9 +134,7 @@ async fn client(stream: UnixStream, shared: &Shared) -> io::Result<()> {
                 let status = status(shared).await;
                 write_line(c.reader.get_mut(), &status).await?;
             }
-            Request::Attach { local_rank, bytes } => {
-                attach(&mut c, shared, local_rank, bytes).await?
-            }
+            Request::Attach { local_rank, bytes } => attach(c, shared, local_rank, bytes).await?,
             Request::Allreduce { values, layer } => {
                 if values > MAX_VALUES {
                     let error = format!("{values} values is above the limit of {MAX_VALUES}");
@@ -138,7 +148,7 @@ async fn client(stream: UnixStream, shared: &Shared) -> io::Result<()> {
                     .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .collect();
                 let started = Instant::now();
-                let outcome = match local_rank_of(&c, shared) {
+                let outcome = match local_rank_of(c, shared) {
                     Ok(local_rank) => {
                         let layers = vec![(0, layer)];
                         contribute(
@@ -175,7 +185,7 @@ async fn client(stream: UnixStream, shared: &Shared) -> io::Result<()> {
                 loss_bound,
             } => {
                 let started = Instant::now();
-                let outcome = match shared_request(&c, shared, values, layers, loss_bound) {
+                let outcome = match shared_request(c, shared, values, layers, loss_bound) {
                     Ok(contribution) => contribute(shared, contribution).await,
                     Err(e) => Rc::new(Err(e)),
                 };
@@ -234,6 +244,10 @@ async fn attach(
         ))
     } else if c.local_rank.is_some_and(|r| r != local_rank as usize) {
         refuse("a connection cannot change its local rank".into())
+    } else if c.local_rank.is_none() && shared.claimed.borrow()[local_rank as usize] {
+        refuse(format!(
+            "local rank {local_rank} is attached already (each process needs its own LOCAL_RANK)"
+        ))
     } else if bytes == 0 || bytes > MAX_VALUES * 4 || !bytes.is_multiple_of(4) {
         refuse(format!(
             "a region of {bytes} bytes: give a multiple of 4 up to {}",
@@ -243,6 +257,7 @@ async fn attach(
         match Region::new(bytes as usize) {
             Ok(region) => {
                 c.local_rank = Some(local_rank as usize);
+                shared.claimed.borrow_mut()[local_rank as usize] = true;
                 let mut line = serde_json::to_vec(&Attached { error: None, bytes })
                     .map_err(io::Error::other)?;
                 line.push(b'\n');
@@ -362,6 +377,13 @@ async fn run(
     spoiled: Option<String>,
 ) -> Result<Done, String> {
     if let Some(why) = spoiled {
+        // The other hosts run this allreduce: take part with zeros, so the next one
+        // is the same collective everywhere, and tell this host's ranks why.
+        let zeros = vec![0.0; parts.first().and_then(Option::as_ref).map_or(0, Vec::len)];
+        let mut next = shared.next_tensor.lock().await;
+        let spec = shared.transport.allreduce_spec(*next, zeros, 0);
+        *next = next.wrapping_add(1);
+        let _ = shared.transport.allreduce(spec).await;
         return Err(why);
     }
     // In local-rank order, so the sum is the same bits on every run.

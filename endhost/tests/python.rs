@@ -301,6 +301,10 @@ fn the_package_says_what_is_wrong_and_never_hangs() {
         "{seen}"
     );
     assert!(
+        said("duplicate").contains("local rank 0 is attached already"),
+        "{seen}"
+    );
+    assert!(
         said("timeout").contains("no reply from the transport"),
         "{seen}"
     );

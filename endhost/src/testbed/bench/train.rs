@@ -54,7 +54,6 @@ pub struct TrainReport {
     pub switch_buffer_ms: u32,
     pub resync_every: u32,
     pub runs: Vec<TrainRun>,
-    pub skipped: Vec<String>,
 }
 
 impl TrainRun {
@@ -131,9 +130,6 @@ impl std::fmt::Display for TrainReport {
             }
             writeln!(f)?;
         }
-        for why in &self.skipped {
-            writeln!(f, "skipped: {why}")?;
-        }
         Ok(())
     }
 }
@@ -152,7 +148,6 @@ pub fn run(spec: &TrainSpec, endhost: &Path, scratch: &Path) -> Result<TrainRepo
         switch_buffer_ms: fabric_spec.switch_buffer_ms,
         resync_every: spec.resync_every,
         runs: Vec::new(),
-        skipped: Vec::new(),
     };
     if let Some(why) = gloo_unavailable() {
         return Err(why);

@@ -382,13 +382,13 @@ fn procs_per_host_shape_the_launchers_environment_and_the_transport() {
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(config["job"]["local_ranks"], 2);
 
-    let path = write("{master_port: 11000}");
+    let path = write("{master_port: 11100}");
     let out = mltctl(&["validate", "-i", &path]);
     let stderr = text(&out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("master_port 11000 is one of the transport's ports"),
+        stderr.contains("master_port 11100 is the transport's control port"),
         "{stderr}"
     );
     assert!(stderr.contains("launcher.yaml:"), "{stderr}");

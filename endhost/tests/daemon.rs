@@ -2,15 +2,15 @@
 //! status --wait`, self-checking allreduces through the socket, `endhost stop`.
 
 mod common;
+#[path = "common/launched.rs"]
+mod launched;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-const ENDHOST: &str = env!("CARGO_BIN_EXE_endhost");
+use launched::{Launched, endhost};
 
-fn endhost(args: &[&str]) -> Output {
-    Command::new(ENDHOST).args(args).output().unwrap()
-}
+const ENDHOST: &str = env!("CARGO_BIN_EXE_endhost");
 
 fn text(out: &Output) -> String {
     format!(
@@ -21,69 +21,10 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// The ranks' files in one scratch directory; stops every transport when dropped.
-struct Ranks {
-    dir: PathBuf,
-    world: u32,
-}
-
-impl Ranks {
-    fn file(&self, rank: u32, ext: &str) -> String {
-        self.dir
-            .join(format!("r{rank}.{ext}"))
-            .display()
-            .to_string()
-    }
-
-    /// Every rank's log, for a failure message: why a transport stopped or stalled.
-    fn logs(&self) -> String {
-        (0..self.world)
-            .map(|r| {
-                let log = std::fs::read_to_string(self.file(r, "log")).unwrap_or_default();
-                format!("--- rank {r} log:\n{log}")
-            })
-            .collect()
-    }
-}
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        for r in 0..self.world {
-            let _ = endhost(&["stop", "--pid-file", &self.file(r, "pid"), "--grace", "2"]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn launched_transports_serve_allreduces_and_stop() {
     let world = 3;
-    let dir = std::env::temp_dir().join(format!("endhost-daemon-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ranks = Ranks { dir, world };
-    for (r, config) in common::configs(world, 23_100).into_iter().enumerate() {
-        let r = r as u32;
-        std::fs::write(
-            ranks.file(r, "json"),
-            serde_json::to_string(&config).unwrap(),
-        )
-        .unwrap();
-        let out = endhost(&[
-            "serve",
-            "--config",
-            &ranks.file(r, "json"),
-            "--socket",
-            &ranks.file(r, "sock"),
-            "--pid-file",
-            &ranks.file(r, "pid"),
-            "--log",
-            &ranks.file(r, "log"),
-            "--connect-timeout",
-            "20",
-            "--detach",
-        ]);
-        assert!(out.status.success(), "{}", text(&out));
-    }
+    let ranks = Launched::start("daemon", common::configs(world, 23_100));
     for r in 0..world {
         let out = endhost(&[
             "status",

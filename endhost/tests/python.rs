@@ -3,28 +3,26 @@
 //! running a scenario of endhost/python/tests/scenarios.py with Debian's torch.
 
 mod common;
+#[path = "common/launched.rs"]
+mod launched;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use launched::{Launched, endhost};
 use serde_json::Value;
 
-const ENDHOST: &str = env!("CARGO_BIN_EXE_endhost");
 /// Debian's python3-torch is installed for this interpreter.
 const PYTHON: &str = "/usr/bin/python3";
-
-fn endhost(args: &[&str]) -> Output {
-    Command::new(ENDHOST).args(args).output().unwrap()
-}
 
 fn package_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
 }
 
-/// A job's transports, one per host, in a scratch directory; stopped when dropped.
+/// A job's transports, one per host.
 struct Job {
-    dir: PathBuf,
+    launched: Launched,
     hosts: u32,
 }
 
@@ -32,30 +30,15 @@ impl Job {
     /// Starts `hosts` transports (data port `port`, control `port + 1`) serving
     /// `local_ranks` processes each, and waits until they answer.
     fn start(name: &str, hosts: u32, local_ranks: u32, loss_bound: f64, port: u16) -> Job {
-        let dir = std::env::temp_dir().join(format!("mlt-python-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let job = Job { dir, hosts };
-        for (h, mut config) in common::configs(hosts, port).into_iter().enumerate() {
+        let mut configs = common::configs(hosts, port);
+        for config in &mut configs {
             config.job.local_ranks = local_ranks;
             config.job.loss_bound = loss_bound;
-            let h = h as u32;
-            std::fs::write(job.file(h, "json"), serde_json::to_string(&config).unwrap()).unwrap();
-            let out = endhost(&[
-                "serve",
-                "--config",
-                &job.file(h, "json"),
-                "--socket",
-                &job.file(h, "sock"),
-                "--pid-file",
-                &job.file(h, "pid"),
-                "--log",
-                &job.file(h, "log"),
-                "--connect-timeout",
-                "20",
-                "--detach",
-            ]);
-            assert!(out.status.success(), "{out:?}");
         }
+        let job = Job {
+            launched: Launched::start(&format!("python-{name}"), configs),
+            hosts,
+        };
         for h in 0..hosts {
             let out = endhost(&[
                 "status",
@@ -72,19 +55,11 @@ impl Job {
     }
 
     fn file(&self, host: u32, ext: &str) -> String {
-        self.dir
-            .join(format!("h{host}.{ext}"))
-            .display()
-            .to_string()
+        self.launched.file(host, ext)
     }
 
     fn logs(&self) -> String {
-        (0..self.hosts)
-            .map(|h| {
-                let log = std::fs::read_to_string(self.file(h, "log")).unwrap_or_default();
-                format!("--- host {h} log:\n{log}")
-            })
-            .collect()
+        self.launched.logs()
     }
 
     /// Runs `scenario` as `per_host` processes on each of `hosts` (the first hosts of
@@ -188,15 +163,6 @@ fn wait(mut child: std::process::Child, deadline: Instant) -> Output {
     }
     let _ = child.kill();
     child.wait_with_output().unwrap()
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        for h in 0..self.hosts {
-            let _ = endhost(&["stop", "--pid-file", &self.file(h, "pid"), "--grace", "2"]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 #[test]

@@ -164,19 +164,10 @@ async fn serve_client(c: &mut Connection, shared: &Shared) -> io::Result<()> {
                     }
                     Err(e) => Rc::new(Err(e)),
                 };
-                let seconds = started.elapsed().as_secs_f64();
-                match &*outcome {
-                    Ok(done) => {
-                        let reply = AllreduceReply {
-                            error: None,
-                            delivered: done.delivered,
-                            seconds: transport_seconds(done),
-                        };
-                        write_line(c.reader.get_mut(), &reply).await?;
-                        let out: Vec<u8> = done.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-                        c.reader.get_mut().write_all(&out).await?;
-                    }
-                    Err(e) => write_line(c.reader.get_mut(), &failed(e.clone(), seconds)).await?,
+                write_line(c.reader.get_mut(), &reply(&outcome, started)).await?;
+                if let Ok(done) = &*outcome {
+                    let out: Vec<u8> = done.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    c.reader.get_mut().write_all(&out).await?;
                 }
             }
             Request::AllreduceShared {
@@ -189,20 +180,10 @@ async fn serve_client(c: &mut Connection, shared: &Shared) -> io::Result<()> {
                     Ok(contribution) => contribute(shared, contribution).await,
                     Err(e) => Rc::new(Err(e)),
                 };
-                let seconds = started.elapsed().as_secs_f64();
-                let reply = match (&*outcome, &c.region) {
-                    (Ok(done), Some(region)) => {
-                        region.write(&done.data);
-                        AllreduceReply {
-                            error: None,
-                            delivered: done.delivered,
-                            seconds: transport_seconds(done),
-                        }
-                    }
-                    (Ok(_), None) => unreachable!("checked by shared_request"),
-                    (Err(e), _) => failed(e.clone(), seconds),
-                };
-                write_line(c.reader.get_mut(), &reply).await?;
+                if let (Ok(done), Some(region)) = (&*outcome, &c.region) {
+                    region.write(&done.data);
+                }
+                write_line(c.reader.get_mut(), &reply(&outcome, started)).await?;
             }
         }
     }
@@ -396,11 +377,7 @@ async fn run(
     }
     let mut next = shared.next_tensor.lock().await;
     let mut spec = shared.transport.allreduce_spec(*next, data, 0);
-    spec.layers = if layers.is_empty() {
-        vec![(0, 0)]
-    } else {
-        layers
-    };
+    spec.layers = layers;
     if let Some(p) = loss_bound {
         spec.loss_bound = p;
     }
@@ -412,9 +389,17 @@ async fn run(
         .map_err(|e| e.to_string())
 }
 
-/// The collective's own time in the transport, without the handoff either side.
-fn transport_seconds(done: &Done) -> f64 {
-    done.elapsed_ns as f64 / 1e9
+/// The reply to an allreduce: on success the collective's own time in the transport
+/// (without the handoff either side), on failure the time until it failed.
+fn reply(outcome: &Result<Done, String>, started: Instant) -> AllreduceReply {
+    match outcome {
+        Ok(done) => AllreduceReply {
+            error: None,
+            delivered: done.delivered,
+            seconds: done.elapsed_ns as f64 / 1e9,
+        },
+        Err(e) => failed(e.clone(), started.elapsed().as_secs_f64()),
+    }
 }
 
 fn failed(error: String, seconds: f64) -> AllreduceReply {

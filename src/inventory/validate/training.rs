@@ -90,13 +90,14 @@ impl Validator<'_> {
             1..=65535,
             d.master_port,
         )?;
+        // Both listen on TCP on the first host; the data port is UDP and no clash.
         if let Some(ports) = ports
-            && [ports.data, ports.control].contains(&master_port)
+            && ports.control == master_port
         {
             let at = given.as_ref().map_or(Span::new_blank(), |p| *p.span());
             self.error(
                 &at,
-                format!("master_port {master_port} is one of the transport's ports"),
+                format!("master_port {master_port} is the transport's control port (TCP)"),
             );
             return None;
         }

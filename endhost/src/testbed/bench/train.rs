@@ -136,6 +136,9 @@ impl std::fmt::Display for TrainReport {
 
 /// Runs every loss bound through the transport, then gloo, on one fabric.
 pub fn run(spec: &TrainSpec, endhost: &Path, scratch: &Path) -> Result<TrainReport, String> {
+    if let Some(why) = gloo_unavailable() {
+        return Err(why);
+    }
     let fabric_spec: &FabricSpec = &spec.bench.fabric;
     let fabric =
         Fabric::create(fabric_spec).map_err(|e| format!("cannot build the fabric: {e}"))?;
@@ -149,9 +152,6 @@ pub fn run(spec: &TrainSpec, endhost: &Path, scratch: &Path) -> Result<TrainRepo
         resync_every: spec.resync_every,
         runs: Vec::new(),
     };
-    if let Some(why) = gloo_unavailable() {
-        return Err(why);
-    }
     for (i, &p) in spec.loss_bounds.iter().enumerate() {
         let bench = BenchSpec {
             loss_bound: p,

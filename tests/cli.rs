@@ -382,6 +382,12 @@ fn procs_per_host_shape_the_launchers_environment_and_the_transport() {
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(config["job"]["local_ranks"], 2);
 
+    let path = write("{socket_group: 'train ers'}");
+    let out = mltctl(&["validate", "-i", &path]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("is not a group name"), "{stderr}");
+
     let path = write("{master_port: 11100}");
     let out = mltctl(&["validate", "-i", &path]);
     let stderr = text(&out.stderr);

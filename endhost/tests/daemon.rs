@@ -5,6 +5,7 @@ mod common;
 #[path = "common/launched.rs"]
 mod launched;
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -46,6 +47,10 @@ fn launched_transports_serve_allreduces_and_stop() {
         let line = String::from_utf8_lossy(&out.stdout);
         assert!(line.contains(&format!("rank {r} of {world}")), "{line}");
         assert!(line.contains(", UDP datapath, "), "{line}");
+        // Without --socket-group, the socket is its owner's alone.
+        let socket = std::fs::metadata(ranks.file(r, "sock")).unwrap();
+        assert_eq!(socket.permissions().mode() & 0o777, 0o600);
+        assert!(!status_as_nobody(&ranks.file(r, "sock")).status.success());
     }
     let clients: Vec<_> = (0..world)
         .map(|r| {
@@ -90,4 +95,60 @@ fn is_zombie(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.split_whitespace().nth(2) == Some("Z"))
         .unwrap_or(true)
+}
+
+/// `endhost status` on `socket` as user nobody, group nogroup (no other groups).
+fn status_as_nobody(socket: &str) -> Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid",
+            "nobody",
+            "--regid",
+            "nogroup",
+            "--clear-groups",
+            ENDHOST,
+        ])
+        .args(["status", "--socket", socket])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_socket_group_lets_its_members_in_and_an_unknown_group_is_refused_before_joining() {
+    let ranks = Launched::start_with(
+        "daemon-group",
+        common::configs(1, 23_150),
+        &["--socket-group", "nogroup"],
+    );
+    let socket = ranks.file(0, "sock");
+    let out = endhost(&["status", "--socket", &socket, "--wait", "30"]);
+    assert!(out.status.success(), "{}\n{}", text(&out), ranks.logs());
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!(meta.gid(), 65534, "nogroup");
+    let out = status_as_nobody(&socket);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let config = ranks.file(0, "json");
+    let started = std::time::Instant::now();
+    let out = endhost(&[
+        "serve",
+        "--config",
+        &config,
+        "--socket",
+        &format!("{socket}.other"),
+        "--socket-group",
+        "no-such-group-here",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--socket-group no-such-group-here: no such group"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        started.elapsed().as_secs() < 5,
+        "refused before waiting for peers"
+    );
 }

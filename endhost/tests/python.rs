@@ -67,6 +67,7 @@ impl Job {
     /// rank's JSON line, in rank order.
     fn run(&self, scenario: &str, hosts: u32, per_host: u32, master_port: u16) -> Vec<Value> {
         let world = hosts * per_host;
+        let sockets: Vec<String> = (0..self.hosts).map(|h| self.file(h, "sock")).collect();
         let children: Vec<_> = (0..world)
             .map(|rank| {
                 Command::new(PYTHON)
@@ -74,6 +75,8 @@ impl Job {
                     .arg(scenario)
                     .env("PYTHONPATH", package_dir())
                     .env("MLT_SOCKET", self.file(rank / per_host, "sock"))
+                    // Every host's, for scenarios that play several hosts' processes.
+                    .env("MLT_TEST_SOCKETS", sockets.join(","))
                     .env("MLT_TIMEOUT", "60")
                     .env("RANK", rank.to_string())
                     .env("LOCAL_RANK", (rank % per_host).to_string())
@@ -276,4 +279,30 @@ fn the_package_says_what_is_wrong_and_never_hangs() {
     );
     let waited = seen["waited"].as_f64().unwrap();
     assert!((1.5..10.0).contains(&waited), "{seen}");
+}
+
+#[test]
+fn a_local_rank_that_leaves_fails_its_hosts_rounds_at_once_and_a_new_one_rejoins() {
+    let job = Job::start("departure", 2, 2, 0.0, 23_640);
+    // One process plays both hosts' two local ranks (threads), without torch.distributed.
+    let seen = &job.run("departure", 1, 1, 29_641)[0];
+    assert_eq!(
+        seen["first"],
+        serde_json::json!([10.0, 10.0, 10.0, 10.0]),
+        "{seen}"
+    );
+    // Host 0's rank 1 left: host 0's rank 0 is told at once, not after its timeout,
+    // and host 0 still takes part (with zeros), so host 1 gets its own sum.
+    let error = seen["left_error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert!(error.contains("local rank 1's process left"), "{seen}");
+    assert!(seen["left_waited"].as_f64().unwrap() < 5.0, "{seen}");
+    assert_eq!(seen["others"], serde_json::json!([7.0, 7.0]), "{seen}");
+    // A new process as local rank 1 joins the host's next round, in step with host 1.
+    assert_eq!(
+        seen["rejoined"],
+        serde_json::json!([10.0, 10.0, 10.0, 10.0]),
+        "{seen}"
+    );
 }

@@ -127,11 +127,15 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
             let file = |suffix| remote.file(name, suffix);
             let stop = endhost().code("stop --pid-file").arg(file("pid"));
             run(&mut session, &stop).map_err(failed)?;
-            let serve = endhost()
+            let mut serve = endhost()
                 .code("serve --config")
                 .arg(file("transport.json"))
                 .code("--socket")
-                .arg(file("sock"))
+                .arg(file("sock"));
+            if let Some(group) = &plan.launcher.socket_group {
+                serve = serve.code("--socket-group").arg(group);
+            }
+            let serve = serve
                 .code("--pid-file")
                 .arg(file("pid"))
                 .code("--log")

@@ -81,7 +81,7 @@ pub fn environment(
 ) -> BTreeMap<String, String> {
     let host = &plan.hosts[rank];
     let job = &plan.job;
-    let launcher = plan.launcher;
+    let launcher = &plan.launcher;
     let first_core = host.cores.first().copied().unwrap_or(0);
     let mut env = BTreeMap::new();
     let mut set = |k: &str, v: String| {

@@ -182,12 +182,16 @@ pub struct Training {
 }
 
 /// How training processes start on the hosts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Launcher {
     /// Training processes per host; the host's one transport serves them all.
     pub procs_per_host: u32,
     /// TCP port of the launcher's rendezvous on the first host (torch's MASTER_PORT).
     pub master_port: u16,
+    /// The group whose members may use the transport's socket (mode 0660); without
+    /// one, only the user that launched it (0600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_group: Option<String>,
 }
 
 impl Default for Launcher {
@@ -195,6 +199,7 @@ impl Default for Launcher {
         Launcher {
             procs_per_host: 1,
             master_port: 29500,
+            socket_group: None,
         }
     }
 }

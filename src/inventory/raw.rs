@@ -127,6 +127,7 @@ pub struct Training {
 pub struct Launcher {
     pub procs_per_host: Option<Spanned<u64>>,
     pub master_port: Option<Spanned<u64>>,
+    pub socket_group: Option<Text>,
 }
 
 /// Layer sizes in parameters: a list, a file, or a count of equal layers.

@@ -220,7 +220,7 @@ impl Plan {
             racks,
             switches,
             job,
-            launcher: inv.training.launcher,
+            launcher: inv.training.launcher.clone(),
         }
     }
 

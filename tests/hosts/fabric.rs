@@ -133,6 +133,8 @@ switches:
   priorities: 8
   model:
     load: 0.9
+  launcher:
+    socket_group: nogroup
 ",
     );
     yaml

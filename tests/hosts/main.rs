@@ -403,6 +403,14 @@ fn launch_serves_allreduces(fabric: &Fabric, inventory: &Path) {
             .as_array()
             .is_some_and(|i| !i.is_empty())
     );
+    // The inventory's socket group may use the transport's socket, nobody else.
+    for host in HOSTS {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let socket = fabric.remote_dir.join(format!("{}.sock", host.name));
+        let meta = std::fs::metadata(&socket).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o660, "{socket:?}");
+        assert_eq!(meta.gid(), 65534, "{socket:?}: group nogroup");
+    }
     let ipmac = std::fs::read_to_string(fabric.remote_dir.join("h1.ipmac")).unwrap();
     assert!(ipmac.contains("10.1.1.12=02:00:0a:01:01:0c"), "{ipmac}");
     assert!(ipmac.contains("10.1.2.11=02:00:0a:01:01:01"), "{ipmac}");

@@ -35,6 +35,10 @@ fn main() {
     if !dpdk {
         eprintln!("the DPDK lab test is skipped: endhost was built without DPDK (--features dpdk)");
     }
+    let torch = missing_torch();
+    if let Some(why) = &torch {
+        eprintln!("the lab's training test is skipped: {why}");
+    }
     let trials = vec![
         Trial::test(
             "a_lab_comes_up_runs_the_playbook_and_an_allreduce_and_goes_down_without_a_trace",
@@ -52,6 +56,14 @@ fn main() {
             },
         )
         .with_ignored_flag(skip.is_some() || !dpdk),
+        Trial::test(
+            "a_4_host_ddp_job_trains_under_torchrun_through_the_launched_transport",
+            || {
+                lab_training();
+                Ok(())
+            },
+        )
+        .with_ignored_flag(skip.is_some() || torch.is_some()),
         Trial::test(
             "a_buffer_the_plan_cannot_use_is_refused_before_anything_is_made",
             || {
@@ -109,6 +121,11 @@ struct Lab {
 
 impl Lab {
     fn up() -> Lab {
+        Lab::up_with(1)
+    }
+
+    /// A lab of 2 spines and 2 leaves with `hosts_per_leaf` hosts behind each.
+    fn up_with(hosts_per_leaf: u32) -> Lab {
         let dir = std::env::temp_dir().join(format!("mltctl-lab-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let lab = Lab { dir };
@@ -119,7 +136,7 @@ impl Lab {
                 "--name",
                 NAME,
                 "--hosts-per-leaf",
-                "1",
+                &hosts_per_leaf.to_string(),
                 "--dir",
             ])
             .arg(&lab.dir)
@@ -479,5 +496,93 @@ fn lab_dpdk() {
         Path::new("/var/run/dpdk/h1").exists(),
         "DPDK ran with its file prefix"
     );
+    lab.down();
+}
+
+/// Why the training test cannot run here: Debian's torch (python3-torch) or
+/// scikit-learn (python3-sklearn, the digits) is missing.
+fn missing_torch() -> Option<String> {
+    let out = Command::new(PYTHON)
+        .args(["-c", "import torch.distributed.run, sklearn.datasets"])
+        .output();
+    match out {
+        Ok(out) if out.status.success() => None,
+        _ => Some(format!(
+            "{PYTHON} cannot import torch and sklearn (Debian packages python3-torch, python3-sklearn)"
+        )),
+    }
+}
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// The README's training flow on a lab of 4 hosts: the site playbook (which launches
+/// the transport), then on every host `torchrun train_digits.py` with nothing but the
+/// environment file `launch` wrote. The gradients go through the mlt_transport hook
+/// to the launched transports and across the switches.
+fn lab_training() {
+    let lab = Lab::up_with(2);
+    let out = lab.mltctl(&["play", "playbooks/site.yml", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let hosts = ["h1", "h2", "h3", "h4"];
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("endhost/python");
+    let script = package.join("examples/train_digits.py");
+    let trainers: Vec<_> = hosts
+        .iter()
+        .map(|host| {
+            Command::new("ip")
+                .args(["netns", "exec", &format!("{NAME}-{host}")])
+                .args([
+                    "sh",
+                    "-c",
+                    ". \"$1\" && exec torchrun \"$2\" --epochs 3",
+                    "sh",
+                ])
+                .arg(lab.dir.join("remote").join(format!("{host}.env")))
+                .arg(&script)
+                // This checkout's package, whatever is installed.
+                .env("PYTHONPATH", &package)
+                .env("OMP_NUM_THREADS", "1")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = trainers
+        .into_iter()
+        .map(|t| t.wait_with_output().unwrap())
+        .collect();
+    for (host, out) in hosts.iter().zip(&outputs) {
+        assert!(out.status.success(), "{host}: {}", text(out));
+    }
+    // Rank 0 (h1) prints an epoch a line: the model learns, and every bucket arrived
+    // within the job's loss bound (1%).
+    let epochs: Vec<Value> = String::from_utf8_lossy(&outputs[0].stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(epochs.len(), 3, "{}", text(&outputs[0]));
+    let last = &epochs[2];
+    assert!(last["accuracy"].as_f64().unwrap() > 0.8, "{last}");
+    assert!(last["delivered_min"].as_f64().unwrap() >= 0.99, "{last}");
+    // Every host's transport served the job's buckets (a few per step).
+    for host in hosts {
+        let status = Command::new("ip")
+            .args(["netns", "exec", &format!("{NAME}-{host}")])
+            .arg(mltctl().with_file_name("endhost"))
+            .args(["status", "--json", "--socket"])
+            .arg(lab.dir.join("remote").join(format!("{host}.sock")))
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{}", text(&status));
+        let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+        assert!(
+            status["allreduces"].as_u64().unwrap() >= 3 * 11,
+            "{host}: {status}"
+        );
+    }
+    let stop = lab.mltctl(&["stop"]);
+    assert!(stop.status.success(), "{}", text(&stop));
     lab.down();
 }

@@ -8,6 +8,7 @@ loopback: one process per training rank, each printing one JSON line of what it 
 import json
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -165,6 +166,51 @@ def errors():
     print(json.dumps(out))
 
 
+def departure():
+    """A 2-host job of 2 processes per host, played by threads of this process: local
+    rank r of host h contributes 1 + r + 2h (a round's sum is 10). Host 0's rank 1
+    leaves; host 0's rank 0 must hear it at once, and a new rank 1 must rejoin."""
+    sockets = os.environ["MLT_TEST_SOCKETS"].split(",")
+
+    def connect(host, rank):
+        t = mlt.Transport(socket_path=sockets[host], local_rank=rank, timeout=30)
+        t.attach(4096)
+        return t
+
+    def allreduce(ranks):
+        """Every (host, rank, transport) allreduces at once; each one's first value
+        after it, or its error."""
+        results = [None] * len(ranks)
+
+        def one(i, host, rank, t):
+            view = torch.frombuffer(t.region, dtype=torch.float32)
+            view[:16] = 1 + rank + 2 * host
+            try:
+                t.allreduce_shared(16)
+                results[i] = view[0].item()
+            except mlt.TransportError as e:
+                results[i] = str(e)
+        threads = [threading.Thread(target=one, args=(i, *r)) for i, r in enumerate(ranks)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        return results
+
+    everyone = [(h, r, connect(h, r)) for h in (0, 1) for r in (0, 1)]
+    out = {"first": allreduce(everyone)}
+    everyone[1][2].close()
+    time.sleep(0.5)  # the transport sees the connection end
+    started = time.monotonic()
+    left = allreduce([everyone[0]])
+    out["left_waited"] = time.monotonic() - started
+    out["left_error"] = left[0]
+    out["others"] = allreduce(everyone[2:])
+    everyone[1] = (0, 1, connect(0, 1))
+    out["rejoined"] = allreduce(everyone)
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     {"gloo": against_gloo, "half": half_precision, "resync": resync,
-     "errors": errors}[sys.argv[1]]()
+     "errors": errors, "departure": departure}[sys.argv[1]]()

@@ -12,7 +12,9 @@ use endhost::{Options, Transport};
 /// FILE is the host's transport configuration (`mltctl plan --host NAME`). The
 /// transport connects to every peer (waiting --connect-timeout for them), then
 /// listens on --socket; a process there asks for allreduces (see `endhost
-/// allreduce`), every rank in the same order. SIGTERM or SIGINT end it. With
+/// allreduce`), every rank in the same order. The socket is for the user who started
+/// the transport (mode 0600), or also for --socket-group's members (0660). SIGTERM or
+/// SIGINT end it. With
 /// --detach it starts itself in the background, writes --pid-file and returns;
 /// `endhost status --wait` says when it is ready, `endhost stop` stops it.
 #[derive(clap::Args)]
@@ -27,6 +29,9 @@ pub struct Args {
     /// Write the process id here (required with --detach).
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+    /// Let this group's members use the socket (mode 0660; default 0600, the owner only).
+    #[arg(long, value_name = "GROUP")]
+    pub socket_group: Option<String>,
     /// Seconds to wait for every peer to come up.
     #[arg(long, default_value_t = 60)]
     pub connect_timeout: u64,
@@ -52,6 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         _ => serve(
             &args.config,
             &args.socket,
+            args.socket_group.as_deref(),
             args.pid_file.as_deref(),
             args.connect_timeout,
         ),
@@ -62,10 +68,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn serve(
     config: &Path,
     socket: &Path,
+    socket_group: Option<&str>,
     pid_file: Option<&Path>,
     connect_timeout: u64,
 ) -> anyhow::Result<()> {
     let config = super::read_config(config)?;
+    // Before joining the job: a group that does not exist fails at once.
+    let gid = socket_group.map(group_id).transpose()?;
     if let Some(pid_file) = pid_file {
         daemon::write_pid(pid_file, std::process::id())
             .with_context(|| format!("cannot write {}", pid_file.display()))?;
@@ -85,8 +94,7 @@ fn serve(
             anyhow::bail!("another transport already serves {}", socket.display());
         }
         let _ = std::fs::remove_file(socket);
-        let listener = tokio::net::UnixListener::bind(socket)
-            .with_context(|| format!("cannot listen on {}", socket.display()))?;
+        let listener = listen(socket, gid)?;
         println!("ready: rank {rank} of {world} on {}", socket.display());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let stop = async move {
@@ -105,4 +113,35 @@ fn serve(
         let _ = std::fs::remove_file(pid_file);
     }
     result
+}
+
+/// The id of group `name`.
+fn group_id(name: &str) -> anyhow::Result<nix::unistd::Gid> {
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(group)) => Ok(group.gid),
+        Ok(None) => anyhow::bail!("--socket-group {name}: no such group on this host"),
+        Err(e) => anyhow::bail!("--socket-group {name}: cannot look the group up: {e}"),
+    }
+}
+
+/// Listens on `socket`, made for its owner only (0600) or also for group `gid` (0660).
+/// The socket is made under a umask that lets nobody else in, so there is no moment
+/// when another user could connect.
+fn listen(
+    socket: &Path,
+    gid: Option<nix::unistd::Gid>,
+) -> anyhow::Result<tokio::net::UnixListener> {
+    use nix::sys::stat::{Mode, umask};
+    use std::os::unix::fs::PermissionsExt;
+    let previous = umask(Mode::from_bits_truncate(0o177));
+    let bound = tokio::net::UnixListener::bind(socket);
+    umask(previous);
+    let listener = bound.with_context(|| format!("cannot listen on {}", socket.display()))?;
+    if let Some(gid) = gid {
+        nix::unistd::chown(socket, None, Some(gid))
+            .with_context(|| format!("cannot give {} to group {gid}", socket.display()))?;
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660))
+            .with_context(|| format!("cannot set the mode of {}", socket.display()))?;
+    }
+    Ok(listener)
 }

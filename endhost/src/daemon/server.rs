@@ -25,7 +25,13 @@ struct Shared {
     rounds: RefCell<Rounds>,
     /// Which local ranks a connection holds: one connection each.
     claimed: RefCell<Vec<bool>>,
+    /// Connections open now, at most [`MAX_CONNECTIONS`].
+    connections: std::cell::Cell<usize>,
 }
+
+/// More connections than a host's training processes and their tools need; past it a
+/// new one is closed at once, so a runaway client cannot hold the transport's memory.
+const MAX_CONNECTIONS: usize = 64;
 
 /// What a round's members get back: one result for all.
 type Outcome = Rc<Result<Done, String>>;
@@ -35,7 +41,61 @@ type Outcome = Rc<Result<Done, String>>;
 struct Rounds {
     /// Each local rank's next round.
     next: Vec<u64>,
+    /// Local ranks whose process left (its connection closed) and has not attached
+    /// again: rounds stop waiting for them.
+    departed: Vec<bool>,
     open: HashMap<u64, Round>,
+}
+
+impl Rounds {
+    /// Round `seq` if every local rank has given its part or left; taken out of `open`.
+    fn take_if_ready(&mut self, seq: u64) -> Option<Round> {
+        let round = self.open.get(&seq)?;
+        let ready = round
+            .parts
+            .iter()
+            .zip(&self.departed)
+            .all(|(part, departed)| part.is_some() || *departed);
+        if ready { self.open.remove(&seq) } else { None }
+    }
+
+    /// Local rank `rank`'s process left: every open round it has not given its part
+    /// to fails for the others (the host still takes part, with zeros). Returns the
+    /// rounds now ready, in order.
+    fn depart(&mut self, rank: usize) -> Vec<(u64, Round)> {
+        self.departed[rank] = true;
+        let mut missing: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|(_, round)| round.parts[rank].is_none())
+            .map(|(seq, _)| *seq)
+            .collect();
+        missing.sort_unstable();
+        for seq in &missing {
+            if let Some(round) = self.open.get_mut(seq) {
+                round.spoiled.get_or_insert_with(|| left(rank, *seq));
+            }
+        }
+        missing
+            .into_iter()
+            .filter_map(|seq| self.take_if_ready(seq).map(|round| (seq, round)))
+            .collect()
+    }
+
+    /// Local rank `rank` attaches: a process that comes back after leaving starts at
+    /// the host's newest round, not at the rounds the others already gave up on.
+    fn arrive(&mut self, rank: usize) {
+        if std::mem::take(&mut self.departed[rank]) {
+            self.next[rank] = self.next.iter().copied().max().unwrap_or(0);
+        }
+    }
+}
+
+fn left(rank: usize, seq: u64) -> String {
+    format!(
+        "allreduce {seq}: local rank {rank}'s process left (its connection closed) before \
+         giving its part; relaunch the job's processes"
+    )
 }
 
 struct Round {
@@ -68,9 +128,11 @@ pub async fn serve(
         next_tensor: Mutex::new(0),
         rounds: RefCell::new(Rounds {
             next: vec![0; local_ranks],
+            departed: vec![false; local_ranks],
             open: HashMap::new(),
         }),
         claimed: RefCell::new(vec![false; local_ranks]),
+        connections: std::cell::Cell::new(0),
     });
     let local = tokio::task::LocalSet::new();
     local
@@ -80,11 +142,15 @@ pub async fn serve(
                 tokio::select! {
                     () = &mut stop => break,
                     accepted = listener.accept() => {
-                        if let Ok((stream, _)) = accepted {
+                        if let Ok((stream, _)) = accepted
+                            && shared.connections.get() < MAX_CONNECTIONS
+                        {
+                            shared.connections.set(shared.connections.get() + 1);
                             let shared = Rc::clone(&shared);
                             tokio::task::spawn_local(async move {
                                 // A client that sends garbage or leaves is its own problem.
                                 let _ = client(stream, &shared).await;
+                                shared.connections.set(shared.connections.get() - 1);
                             });
                         }
                     }
@@ -109,7 +175,7 @@ struct Connection {
     region: Option<Region>,
 }
 
-async fn client(stream: UnixStream, shared: &Shared) -> io::Result<()> {
+async fn client(stream: UnixStream, shared: &Rc<Shared>) -> io::Result<()> {
     let mut c = Connection {
         reader: BufReader::new(stream),
         local_rank: None,
@@ -118,11 +184,15 @@ async fn client(stream: UnixStream, shared: &Shared) -> io::Result<()> {
     let result = serve_client(&mut c, shared).await;
     if let Some(rank) = c.local_rank {
         shared.claimed.borrow_mut()[rank] = false;
+        let ready = shared.rounds.borrow_mut().depart(rank);
+        for (_, round) in ready {
+            finish(shared, round);
+        }
     }
     result
 }
 
-async fn serve_client(c: &mut Connection, shared: &Shared) -> io::Result<()> {
+async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()> {
     let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
     while let Some(line) = crate::lines::next_line(&mut c.reader)
         .await
@@ -237,6 +307,9 @@ async fn attach(
     } else {
         match Region::new(bytes as usize) {
             Ok(region) => {
+                if c.local_rank.is_none() {
+                    shared.rounds.borrow_mut().arrive(local_rank as usize);
+                }
                 c.local_rank = Some(local_rank as usize);
                 shared.claimed.borrow_mut()[local_rank as usize] = true;
                 let mut line = serde_json::to_vec(&Attached { error: None, bytes })
@@ -297,21 +370,23 @@ fn shared_request(
     })
 }
 
-/// Adds a local rank's contribution to its round; the last member to arrive runs the
-/// round's allreduce, and every member gets its outcome.
-async fn contribute(shared: &Shared, contribution: Contribution) -> Outcome {
+/// Adds a local rank's contribution to its round; once every local rank has given its
+/// part (or left), the round's allreduce runs in a task of its own and every member
+/// gets its outcome.
+async fn contribute(shared: &Rc<Shared>, contribution: Contribution) -> Outcome {
     let (tx, rx) = oneshot::channel();
     let ready = {
         let mut rounds = shared.rounds.borrow_mut();
         let members = rounds.next.len();
         let seq = rounds.next[contribution.local_rank];
         rounds.next[contribution.local_rank] += 1;
+        let departed = rounds.departed.iter().position(|d| *d);
         let round = rounds.open.entry(seq).or_insert_with(|| Round {
             parts: vec![None; members],
             layers: contribution.layers.clone(),
             loss_bound: contribution.loss_bound,
             waiters: Vec::new(),
-            spoiled: None,
+            spoiled: departed.map(|rank| left(rank, seq)),
         });
         if let Some(first) = round.parts.iter().flatten().next()
             && (first.len() != contribution.data.len()
@@ -325,68 +400,65 @@ async fn contribute(shared: &Shared, contribution: Contribution) -> Outcome {
         }
         round.parts[contribution.local_rank] = Some(contribution.data);
         round.waiters.push(tx);
-        if round.parts.iter().all(Option::is_some) {
-            rounds.open.remove(&seq)
-        } else {
-            None
-        }
+        rounds.take_if_ready(seq)
     };
     if let Some(round) = ready {
-        let outcome = Rc::new(
-            run(
-                shared,
-                round.parts,
-                round.layers,
-                round.loss_bound,
-                round.spoiled,
-            )
-            .await,
-        );
-        for waiter in round.waiters {
-            let _ = waiter.send(Rc::clone(&outcome));
-        }
+        finish(shared, round);
     }
     rx.await
         .unwrap_or_else(|_| Rc::new(Err("the round was abandoned".into())))
 }
 
-async fn run(
-    shared: &Shared,
-    parts: Vec<Option<Vec<f32>>>,
-    layers: Vec<(usize, u16)>,
-    loss_bound: Option<f64>,
-    spoiled: Option<String>,
-) -> Result<Done, String> {
-    if let Some(why) = spoiled {
-        // The other hosts run this allreduce: take part with zeros, so the next one
-        // is the same collective everywhere, and tell this host's ranks why.
-        let zeros = vec![0.0; parts.first().and_then(Option::as_ref).map_or(0, Vec::len)];
+/// Runs a ready round in a task of its own (so no member's connection carries it) and
+/// tells every member its outcome. Rounds take their tensor ids in the order they
+/// became ready.
+fn finish(shared: &Rc<Shared>, round: Round) {
+    let shared = Rc::clone(shared);
+    tokio::task::spawn_local(async move {
         let mut next = shared.next_tensor.lock().await;
-        let spec = shared.transport.allreduce_spec(*next, zeros, 0);
+        let tensor = *next;
         *next = next.wrapping_add(1);
-        let _ = shared.transport.allreduce(spec).await;
-        return Err(why);
-    }
-    // In local-rank order, so the sum is the same bits on every run.
-    let mut parts = parts.into_iter().flatten();
-    let mut data = parts.next().unwrap_or_default();
-    for part in parts {
-        for (sum, v) in data.iter_mut().zip(part) {
-            *sum += v;
+        if let Some(why) = round.spoiled {
+            // The members hear why at once; the other hosts run this allreduce, so
+            // the host takes part with zeros and the next one is the same collective
+            // everywhere.
+            let outcome: Outcome = Rc::new(Err(why));
+            for waiter in round.waiters {
+                let _ = waiter.send(Rc::clone(&outcome));
+            }
+            let values = round.parts.iter().flatten().next().map_or(0, Vec::len);
+            let spec = shared
+                .transport
+                .allreduce_spec(tensor, vec![0.0; values], 0);
+            let _ = shared.transport.allreduce(spec).await;
+            return;
         }
-    }
-    let mut next = shared.next_tensor.lock().await;
-    let mut spec = shared.transport.allreduce_spec(*next, data, 0);
-    spec.layers = layers;
-    if let Some(p) = loss_bound {
-        spec.loss_bound = p;
-    }
-    *next = next.wrapping_add(1);
-    shared
-        .transport
-        .allreduce(spec)
-        .await
-        .map_err(|e| e.to_string())
+        // In local-rank order, so the sum is the same bits on every run.
+        let mut parts = round.parts.into_iter().flatten();
+        let mut data = parts.next().unwrap_or_default();
+        for part in parts {
+            for (sum, v) in data.iter_mut().zip(part) {
+                *sum += v;
+            }
+        }
+        let mut spec = shared.transport.allreduce_spec(tensor, data, 0);
+        spec.layers = round.layers;
+        if let Some(p) = round.loss_bound {
+            spec.loss_bound = p;
+        }
+        let outcome: Outcome = Rc::new(
+            shared
+                .transport
+                .allreduce(spec)
+                .await
+                .map_err(|e| e.to_string()),
+        );
+        // Held until here: one collective at a time, in the same order on every host.
+        drop(next);
+        for waiter in round.waiters {
+            let _ = waiter.send(Rc::clone(&outcome));
+        }
+    });
 }
 
 /// The reply to an allreduce: on success the collective's own time in the transport
@@ -414,4 +486,95 @@ async fn write_line<T: Serialize>(stream: &mut UnixStream, value: &T) -> io::Res
     let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
     line.push(b'\n');
     stream.write_all(&line).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rounds(members: usize) -> Rounds {
+        Rounds {
+            next: vec![0; members],
+            departed: vec![false; members],
+            open: HashMap::new(),
+        }
+    }
+
+    fn give(rounds: &mut Rounds, rank: usize) -> u64 {
+        let seq = rounds.next[rank];
+        rounds.next[rank] += 1;
+        let members = rounds.next.len();
+        let round = rounds.open.entry(seq).or_insert_with(|| Round {
+            parts: vec![None; members],
+            layers: Vec::new(),
+            loss_bound: None,
+            waiters: Vec::new(),
+            spoiled: None,
+        });
+        round.parts[rank] = Some(vec![1.0]);
+        seq
+    }
+
+    #[test]
+    fn a_round_waits_for_every_local_rank_that_has_not_left() {
+        let mut r = rounds(2);
+        let seq = give(&mut r, 0);
+        assert!(r.take_if_ready(seq).is_none());
+        give(&mut r, 1);
+        assert!(
+            r.take_if_ready(seq)
+                .is_some_and(|round| round.spoiled.is_none())
+        );
+    }
+
+    #[test]
+    fn leaving_fails_the_rounds_still_waiting_for_the_one_who_left() {
+        let mut r = rounds(3);
+        // Rank 1 gave rounds 0 and 1 and left; rank 0 gave round 0 to 2; rank 2 none.
+        give(&mut r, 1);
+        give(&mut r, 1);
+        for _ in 0..3 {
+            give(&mut r, 0);
+        }
+        assert!(r.depart(1).is_empty(), "rank 2 has still to give its parts");
+        assert!(r.open[&0].spoiled.is_none() && r.open[&1].spoiled.is_none());
+        assert!(
+            r.open[&2]
+                .spoiled
+                .as_ref()
+                .unwrap()
+                .contains("local rank 1")
+        );
+        // Rank 2 catches up: rounds 0 and 1 hold rank 1's parts and run; round 2 no
+        // longer waits for rank 1.
+        for seq in 0..3 {
+            assert_eq!(give(&mut r, 2), seq);
+            assert!(r.take_if_ready(seq).is_some(), "round {seq}");
+        }
+    }
+
+    #[test]
+    fn leaving_releases_the_rounds_the_others_wait_in() {
+        let mut r = rounds(2);
+        give(&mut r, 0);
+        let ready = r.depart(1);
+        assert_eq!(ready.len(), 1);
+        assert!(ready[0].1.spoiled.is_some());
+        assert!(r.open.is_empty());
+    }
+
+    #[test]
+    fn a_process_that_comes_back_starts_at_the_hosts_newest_round() {
+        let mut r = rounds(2);
+        give(&mut r, 0);
+        give(&mut r, 1);
+        give(&mut r, 0);
+        r.depart(1);
+        r.arrive(1);
+        assert_eq!(r.next, vec![2, 2]);
+        assert!(!r.departed[1]);
+        // A first attach changes nothing.
+        r.arrive(0);
+        assert_eq!(r.next, vec![2, 2]);
+    }
 }

@@ -22,6 +22,11 @@ impl Launched {
     /// Starts one transport per configuration (host h is `configs[h]`) in a scratch
     /// directory named after `name`; the caller waits for them (`endhost status --wait`).
     pub fn start(name: &str, configs: Vec<TransportConfig>) -> Launched {
+        Launched::start_with(name, configs, &[])
+    }
+
+    /// As `start`, with `serve` given `extra` arguments too.
+    pub fn start_with(name: &str, configs: Vec<TransportConfig>, extra: &[&str]) -> Launched {
         let dir = std::env::temp_dir().join(format!("endhost-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let launched = Launched {
@@ -32,20 +37,23 @@ impl Launched {
             let h = h as u32;
             let file = |ext| launched.file(h, ext);
             std::fs::write(file("json"), serde_json::to_string(&config).unwrap()).unwrap();
-            let out = endhost(&[
+            let [json, sock, pid, log] = ["json", "sock", "pid", "log"].map(file);
+            let mut args = vec![
                 "serve",
                 "--config",
-                &file("json"),
+                &json,
                 "--socket",
-                &file("sock"),
+                &sock,
                 "--pid-file",
-                &file("pid"),
+                &pid,
                 "--log",
-                &file("log"),
+                &log,
                 "--connect-timeout",
                 "20",
                 "--detach",
-            ]);
+            ];
+            args.extend_from_slice(extra);
+            let out = endhost(&args);
             assert!(out.status.success(), "{out:?}");
         }
         launched

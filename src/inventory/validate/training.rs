@@ -101,9 +101,21 @@ impl Validator<'_> {
             );
             return None;
         }
+        let socket_group = l.and_then(|l| l.socket_group.as_ref());
+        if let Some(group) = socket_group
+            && !super::is_user_name(group)
+        {
+            let msg = format!(
+                "{} is not a group name (up to 32 letters, digits, `_`, `.` or `-`, not starting with `-` or `.`)",
+                switch_config::redact::shown(group)
+            );
+            self.error(group.span(), msg);
+            return None;
+        }
         Some(Launcher {
             procs_per_host: procs_per_host?,
             master_port,
+            socket_group: socket_group.map(|g| g.to_string()),
         })
     }
 

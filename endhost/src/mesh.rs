@@ -369,7 +369,7 @@ mod tests {
                 read_hello(&mut stream, 5).await.unwrap();
                 let mut bytes = Vec::new();
                 Control::Hello { job: 5, rank: 0 }.encode(&mut bytes);
-                Control::Ready(id).encode(&mut bytes);
+                Control::Ready { id, handle: 9 }.encode(&mut bytes);
                 stream.write_all(&bytes).await.unwrap();
                 stream
             });
@@ -387,7 +387,7 @@ mod tests {
             loop {
                 match rx.try_recv() {
                     Ok(Incoming::Control { peer, message }) => {
-                        assert_eq!((peer, message), (0, Control::Ready(id)));
+                        assert_eq!((peer, message), (0, Control::Ready { id, handle: 9 }));
                         break;
                     }
                     Ok(_) => panic!("unexpected inbound"),

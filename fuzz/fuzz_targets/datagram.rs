@@ -1,5 +1,7 @@
 //! Any bytes as a received datagram: the header view either refuses them or gives
-//! in-bounds fields, and an endpoint with receives posted never panics on them.
+//! in-bounds fields, and an endpoint with receives posted never panics on them. Where
+//! the input is long enough, its message field is set to one of the receives' handles
+//! (chosen by the input's last byte), so data reaches the receives themselves.
 
 #![no_main]
 
@@ -7,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use endhost_core::config::{RateControl, Tagging};
-use endhost_core::proto::{Endpoint, EndpointConfig, Place, Region};
+use endhost_core::proto::{Control, Endpoint, EndpointConfig, Place, Region};
 use endhost_core::wire::{Header, MessageId, Packet};
 use libfuzzer_sys::fuzz_target;
 
@@ -48,7 +50,20 @@ fuzz_target!(|data: &[u8]| {
         };
         endpoint.post_recv(peer, id, region, Place::Add, 0.0);
     }
-    endpoint.handle_datagram(1, data);
+    let mut handles = Vec::new();
+    while let Some((_, control)) = endpoint.poll_control() {
+        if let Control::Ready { handle, .. } = control {
+            handles.push(handle);
+        }
+    }
+    let mut datagram = data.to_vec();
+    if let (Some(message), Some(&pick)) = (datagram.get_mut(8..12), data.last())
+        && pick & 1 == 1
+    {
+        let handle = handles[usize::from(pick >> 1) % handles.len()];
+        message.copy_from_slice(&handle.to_be_bytes());
+    }
+    endpoint.handle_datagram(1, &datagram);
     let mut out = [0u8; 2048];
     while endpoint.poll_transmit(2, &mut out).is_some() {}
 });

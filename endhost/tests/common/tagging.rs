@@ -2,7 +2,7 @@
 //! class (DSCP 46, no ECN), data in its layer's class (DSCP 32 + layer, one class per
 //! layer in these tests) with ECT(0) exactly on important packets.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use endhost_core::config::{ClassTag, TransportConfig};
 use endhost_core::wire::{Flags, Kind, Packet};
@@ -30,10 +30,15 @@ pub struct Tagging {
     pub important: u32,
     pub acks: u32,
     pub dscps: BTreeSet<u8>,
+    /// Per (sender, message): the highest sequence seen so far and its DSCP.
+    last: HashMap<(u16, u32), (u32, u8)>,
 }
 
 impl Tagging {
-    /// Checks one datagram: its UDP `payload`, sent with IP TOS byte `tos`.
+    /// Checks one datagram: its UDP `payload`, sent with IP TOS byte `tos`. The layer
+    /// is not on the wire (the DSCP carries it), so the check is that every data packet
+    /// is in a layer class, and that within a message the class never goes back to an
+    /// earlier layer as the sequence grows (layers lie in order in the tensor).
     pub fn check(&mut self, tos: u8, payload: &[u8]) {
         let (dscp, ecn) = (tos >> 2, tos & 0b11);
         let packet = Packet::new_checked(payload).expect("our datagrams parse");
@@ -47,11 +52,30 @@ impl Tagging {
             return;
         }
         self.data += 1;
-        assert_eq!(
-            dscp,
-            32 + packet.layer() as u8,
-            "the DSCP of the packet's layer"
+        assert!(
+            (32..32 + LAYERS).contains(&dscp),
+            "DSCP {dscp} is a layer class's"
         );
+        let key = (packet.rank(), packet.message());
+        let seq = packet.sequence();
+        match self.last.get(&key) {
+            Some(&(last_seq, last_dscp)) if seq > last_seq => assert!(
+                dscp >= last_dscp,
+                "packet {seq} of a message in DSCP {dscp}, packet {last_seq} before it in {last_dscp}"
+            ),
+            Some(&(last_seq, last_dscp)) if seq < last_seq => assert!(
+                dscp <= last_dscp,
+                "packet {seq} of a message in DSCP {dscp}, packet {last_seq} after it in {last_dscp}"
+            ),
+            _ => {}
+        }
+        if self
+            .last
+            .get(&key)
+            .is_none_or(|&(last_seq, _)| seq > last_seq)
+        {
+            self.last.insert(key, (seq, dscp));
+        }
         let marked = packet.flags().has(Flags::IMPORTANT);
         assert_eq!(
             ecn,

@@ -15,8 +15,9 @@ pub const MAX_RANGES: usize = 8192;
 pub enum Control {
     /// First frame on a connection: who is speaking.
     Hello { job: u32, rank: u16 },
-    /// The receiver has a buffer for the message: send (the rendezvous).
-    Ready(MessageId),
+    /// The receiver has a buffer for the message: send (the rendezvous). Its data
+    /// packets carry `handle`, the receiver's name for the message.
+    Ready { id: MessageId, handle: u32 },
     /// Enough of the message has arrived: stop sending it.
     Stop(MessageId),
     /// The sender has sent every packet once: which are missing?
@@ -70,11 +71,16 @@ impl Control {
                 out.extend_from_slice(&job.to_be_bytes());
                 out.extend_from_slice(&rank.to_be_bytes());
             }
-            Control::Ready(id) | Control::Stop(id) | Control::Probe(id) => {
-                out.push(match self {
-                    Control::Ready(_) => READY,
-                    Control::Stop(_) => STOP,
-                    _ => PROBE,
+            Control::Ready { id, handle } => {
+                out.push(READY);
+                put_id(out, id);
+                out.extend_from_slice(&handle.to_be_bytes());
+            }
+            Control::Stop(id) | Control::Probe(id) => {
+                out.push(if matches!(self, Control::Stop(_)) {
+                    STOP
+                } else {
+                    PROBE
                 });
                 put_id(out, id);
             }
@@ -148,7 +154,10 @@ fn parse(frame: &[u8]) -> Result<Control, FrameError> {
             job: r.u32()?,
             rank: r.u16()?,
         },
-        READY => Control::Ready(r.id()?),
+        READY => Control::Ready {
+            id: r.id()?,
+            handle: r.u32()?,
+        },
         STOP => Control::Stop(r.id()?),
         PROBE => Control::Probe(r.id()?),
         BITMAP => {
@@ -187,7 +196,10 @@ mod tests {
     fn frames_round_trip_and_split_anywhere() {
         let messages = [
             Control::Hello { job: 7, rank: 3 },
-            Control::Ready(id()),
+            Control::Ready {
+                id: id(),
+                handle: 0xdead_beef,
+            },
             Control::Stop(id()),
             Control::Probe(id()),
             Control::Bitmap {

@@ -4,14 +4,14 @@
 //! completions. The kernel-UDP and DPDK datapaths drive the same core.
 //!
 //! What it does (MLT §4.2):
-//! - **Order-free packets.** A message's packets carry their sequence and byte offset;
-//!   each is placed on arrival (copied, or added for a reduction), in any order.
-//!   Duplicates are recognised by a bitmap and placed once.
+//! - **Order-free packets.** A message's packets carry the receiver's handle for the
+//!   message and their sequence; each is placed on arrival (copied, or added for a
+//!   reduction), in any order. Duplicates are recognised by a bitmap and placed once.
 //! - **Tagging.** Each data packet's IP TOS holds its layer's DSCP and, when its mean
 //!   |gradient| is above its tensor's threshold (a quantile of sampled packet means),
 //!   ECT(0).
 //! - **Bounded-loss delivery.** A receiver first tells the sender it is ready (the
-//!   rendezvous, over the control channel). It sends STOP once (1 − p) of the message
+//!   rendezvous, over the control channel), with the handle its packets will carry. It sends STOP once (1 − p) of the message
 //!   has arrived. After its last packet the sender PROBEs; the receiver answers with a
 //!   bitmap of what is missing; the sender retransmits it and probes again, until STOP.
 //!   A probe that gets no answer is repeated after an RTO from the RTT samples. With
@@ -22,8 +22,9 @@
 //!   retransmission of the control channel — to 2 s), then ends short of its bound
 //!   rather than hold the collective up (OptiReduce's tail cut; counted in
 //!   `bound_missed`). With p = 0 a receive never ends early.
-//! - **Rate control.** Per destination, TIMELY-like ([`rate`]); the receiver
-//!   acknowledges every `ack_every` data packets, echoing the send timestamp.
+//! - **Rate control.** Per destination, TIMELY-like ([`rate`]); the sender asks for an
+//!   acknowledgement of every `ack_every`-th first-pass packet and keeps its send time,
+//!   so an ACK (message and sequence echoed) gives an RTT sample.
 //! - **Path spraying.** Packets to a peer go round-robin over its path addresses.
 
 pub mod control;
@@ -32,11 +33,11 @@ pub mod rate;
 pub mod tagging;
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use crate::config::{RateControl, Tagging};
-use crate::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet};
+use crate::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet, job_tag};
 pub use control::Control;
 pub use counters::Counters;
 use rate::{Pacer, Timely};
@@ -126,13 +127,9 @@ const RECENT_RECOVERIES: usize = 16;
 const EARLY_EXIT_FLOOR_NS: u64 = 250_000_000;
 const EARLY_EXIT_CAP_NS: u64 = 2_000_000_000;
 
-/// A longer RTT sample is an echo we never sent (times wrap every 71 minutes).
-const MAX_RTT_US: u32 = 10_000_000;
-
-/// The wire's send time: microseconds, modulo 2³².
-fn micros(now_ns: u64) -> u32 {
-    (now_ns / 1_000) as u32
-}
+/// Acknowledgement requests a sender remembers per peer; older ones are forgotten
+/// (their ACKs were lost).
+const ACK_REQUESTS_KEPT: usize = 256;
 
 /// Packets a paced flow gathers tokens for before the driver wakes to send them.
 pub const PACING_BATCH: usize = 16;
@@ -161,7 +158,8 @@ struct Outgoing {
     packets: u32,
     next: u32,
     resend: VecDeque<u32>,
-    ready: bool,
+    /// The receiver's handle for the message, once it said READY.
+    handle: Option<u32>,
     /// Waiting for an answer to a probe; when to probe again.
     probe_deadline: Option<u64>,
     /// Probes in a row that got no answer (the backoff exponent).
@@ -172,12 +170,14 @@ struct Outgoing {
 
 impl Outgoing {
     fn has_data(&self) -> bool {
-        self.ready && (self.next < self.packets || !self.resend.is_empty())
+        self.handle.is_some() && (self.next < self.packets || !self.resend.is_empty())
     }
 }
 
 #[derive(Debug)]
 struct Incoming {
+    peer: u16,
+    id: MessageId,
     region: Region,
     place: Place,
     packets: u32,
@@ -237,7 +237,10 @@ struct Peer {
     pacer: Pacer,
     next_path: usize,
     paths: usize,
-    since_ack: u32,
+    /// First-pass packets since the last that asked for an acknowledgement.
+    since_ack_request: u32,
+    /// Packets that asked for an acknowledgement: (message, sequence, send time).
+    ack_requests: VecDeque<(u32, u32, u64)>,
     /// Sends to this peer that may have data, oldest first.
     queue: VecDeque<(u64, MessageId)>,
 }
@@ -249,16 +252,20 @@ pub struct Endpoint {
     classes: Classes,
     peers: Vec<Peer>,
     sends: HashMap<(u16, MessageId), Outgoing>,
-    recvs: HashMap<(u16, MessageId), Incoming>,
+    /// Receives by the handle their packets carry.
+    recvs: HashMap<u32, Incoming>,
+    recv_handles: HashMap<(u16, MessageId), u32>,
+    next_handle: u32,
     /// Peers with sends queued, served round-robin; each peer's sends go oldest first,
     /// so a pipelined collective's early pieces finish early and unlock the next step.
     rotation: VecDeque<u16>,
     /// The host's own link: all peers together never exceed its line rate.
     link: Pacer,
     next_order: u64,
-    /// READYs that came before the send was posted.
-    early_ready: HashSet<(u16, MessageId)>,
-    acks: VecDeque<(u16, MessageId, u32, u32)>,
+    /// READYs that came before the send was posted, with their handles.
+    early_ready: HashMap<(u16, MessageId), u32>,
+    /// Acknowledgements to send: (peer, message, sequence).
+    acks: VecDeque<(u16, u32, u32)>,
     control: VecDeque<(u16, Control)>,
     events: VecDeque<Event>,
     counters: Counters,
@@ -279,7 +286,8 @@ impl Endpoint {
                     .copied()
                     .unwrap_or(1)
                     .max(1),
-                since_ack: 0,
+                since_ack_request: 0,
+                ack_requests: VecDeque::new(),
                 queue: VecDeque::new(),
             })
             .collect();
@@ -290,10 +298,14 @@ impl Endpoint {
             peers,
             sends: HashMap::new(),
             recvs: HashMap::new(),
+            recv_handles: HashMap::new(),
+            // Handles differ from a restarted endpoint's, so its predecessor's stray
+            // packets find no receive.
+            next_handle: (now ^ u64::from(config.job).wrapping_mul(0x9e37_79b9_7f4a_7c15)) as u32,
             rotation: VecDeque::new(),
             link: Pacer::new(now),
             next_order: 0,
-            early_ready: HashSet::new(),
+            early_ready: HashMap::new(),
             acks: VecDeque::new(),
             control: VecDeque::new(),
             events: VecDeque::new(),
@@ -353,7 +365,7 @@ impl Endpoint {
             self.events.push_back(Event::SendDone { peer, id });
             return;
         }
-        let ready = self.early_ready.remove(&(peer, id));
+        let handle = self.early_ready.remove(&(peer, id));
         let order = self.next_order;
         self.next_order += 1;
         self.sends.insert(
@@ -366,13 +378,13 @@ impl Endpoint {
                 packets,
                 next: 0,
                 resend: VecDeque::new(),
-                ready,
+                handle,
                 probe_deadline: None,
                 unanswered: 0,
                 awaiting_answer: false,
             },
         );
-        if ready {
+        if handle.is_some() {
             self.activate(peer, id);
         }
     }
@@ -411,9 +423,16 @@ impl Endpoint {
             });
             return;
         }
+        let handle = self.next_handle;
+        self.next_handle = self.next_handle.wrapping_add(1);
+        if let Some(old) = self.recv_handles.insert((peer, id), handle) {
+            self.recvs.remove(&old);
+        }
         self.recvs.insert(
-            (peer, id),
+            handle,
             Incoming {
+                peer,
+                id,
                 region,
                 place,
                 packets,
@@ -425,23 +444,27 @@ impl Endpoint {
                 done: false,
             },
         );
-        self.control.push_back((peer, Control::Ready(id)));
+        self.control
+            .push_back((peer, Control::Ready { id, handle }));
     }
 
     /// Drops every message of `tensor`/`round` (a failed or abandoned collective).
     pub fn cancel(&mut self, tensor: u32, round: u32) {
         let ours = |id: &MessageId| id.tensor == tensor && id.round == round;
         self.sends.retain(|(_, id), _| !ours(id));
-        self.recvs.retain(|(_, id), _| !ours(id));
+        self.recvs.retain(|_, recv| !ours(&recv.id));
+        self.recv_handles.retain(|(_, id), _| !ours(id));
         for peer in &mut self.peers {
             peer.queue.retain(|(_, id)| !ours(id));
         }
-        self.early_ready.retain(|(_, id)| !ours(id));
+        self.early_ready.retain(|(_, id), _| !ours(id));
     }
 
     /// Forgets a finished receive; later packets for it count as late.
     pub fn release_recv(&mut self, peer: u16, id: MessageId) {
-        self.recvs.remove(&(peer, id));
+        if let Some(handle) = self.recv_handles.remove(&(peer, id)) {
+            self.recvs.remove(&handle);
+        }
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -458,7 +481,7 @@ impl Endpoint {
             Ok(p) => p,
             Err(e) => return self.counters.dropped.wire(e),
         };
-        if packet.job() != self.config.job {
+        if packet.job_tag() != job_tag(self.config.job) {
             self.counters.dropped.foreign_job += 1;
             return;
         }
@@ -479,42 +502,46 @@ impl Endpoint {
 
     fn on_ack(&mut self, now: u64, peer: u16, header: &Header) {
         self.counters.peers[usize::from(peer)].acks_received += 1;
-        let rtt_us = micros(now).wrapping_sub(header.timestamp);
-        if rtt_us <= MAX_RTT_US {
-            self.peers[usize::from(peer)]
-                .timely
-                .on_rtt(f64::from(rtt_us));
-        }
+        let state = &mut self.peers[usize::from(peer)];
+        // Requests before the one acknowledged lost their ACKs: forget them.
+        let Some(at) = state
+            .ack_requests
+            .iter()
+            .position(|&(m, seq, _)| (m, seq) == (header.message, header.sequence))
+        else {
+            return;
+        };
+        let (_, _, sent) = state.ack_requests[at];
+        state.ack_requests.drain(..=at);
+        state
+            .timely
+            .on_rtt(now.saturating_sub(sent) as f64 / 1_000.0);
     }
 
     fn on_data(&mut self, now: u64, peer: u16, header: &Header, payload: &[u8]) {
-        let key = (peer, header.id);
+        let handle = header.message;
         let payload_elems = self.payload_elems;
         let counters = &mut self.counters.peers[usize::from(peer)];
-        let Some(recv) = self.recvs.get_mut(&key) else {
+        let Some(recv) = self.recvs.get_mut(&handle).filter(|r| r.peer == peer) else {
             counters.late += 1;
             return;
         };
         let seq = header.sequence;
-        let offset_elems = seq as usize * payload_elems;
+        let offset_elems = (seq as usize).saturating_mul(payload_elems);
         let elems = usize::from(header.length) / 4;
         let expected = recv
             .region
             .len
             .saturating_sub(offset_elems)
             .min(payload_elems);
-        if seq >= recv.packets || header.offset != (offset_elems * 4) as u32 || elems != expected {
+        if seq >= recv.packets || elems != expected {
             self.counters.dropped.out_of_range += 1;
             return;
         }
         counters.packets_received += 1;
         counters.bytes_received += u64::from(header.length);
-        let peer_state = &mut self.peers[usize::from(peer)];
-        peer_state.since_ack += 1;
-        if peer_state.since_ack >= self.config.rate.ack_every.max(1) {
-            peer_state.since_ack = 0;
-            self.acks
-                .push_back((peer, header.id, seq, header.timestamp));
+        if header.flags.has(Flags::ACK_REQUEST) {
+            self.acks.push_back((peer, handle, seq));
         }
         if recv.done {
             counters.late += 1;
@@ -542,14 +569,14 @@ impl Endpoint {
             recv.pass_over_at = Some(now);
         }
         if recv.received_elems >= recv.need_elems {
-            self.complete_recv(now, key);
+            self.complete_recv(now, handle);
         }
     }
 
     /// Ends a receive: STOP to its sender, completion to the caller. One that ended
     /// after its sender's first pass tells how long recovery takes.
-    fn complete_recv(&mut self, now: u64, key: (u16, MessageId)) {
-        let Some(recv) = self.recvs.get_mut(&key) else {
+    fn complete_recv(&mut self, now: u64, handle: u32) {
+        let Some(recv) = self.recvs.get_mut(&handle) else {
             return;
         };
         recv.done = true;
@@ -563,10 +590,11 @@ impl Endpoint {
             self.counters.bound_missed += 1;
         }
         let delivered = recv.received_elems as f64 / recv.region.len as f64;
-        self.control.push_back((key.0, Control::Stop(key.1)));
+        let (peer, id) = (recv.peer, recv.id);
+        self.control.push_back((peer, Control::Stop(id)));
         self.events.push_back(Event::RecvDone {
-            peer: key.0,
-            id: key.1,
+            peer,
+            id,
             delivered,
         });
     }
@@ -584,14 +612,14 @@ impl Endpoint {
     pub fn handle_control(&mut self, now: u64, peer: u16, message: Control) {
         match message {
             Control::Hello { .. } => {}
-            Control::Ready(id) => match self.sends.get_mut(&(peer, id)) {
-                Some(send) if !send.ready => {
-                    send.ready = true;
+            Control::Ready { id, handle } => match self.sends.get_mut(&(peer, id)) {
+                Some(send) if send.handle.is_none() => {
+                    send.handle = Some(handle);
                     self.activate(peer, id);
                 }
                 Some(_) => {}
                 None => {
-                    self.early_ready.insert((peer, id));
+                    self.early_ready.insert((peer, id), handle);
                 }
             },
             Control::Stop(id) => {
@@ -600,7 +628,11 @@ impl Endpoint {
                 }
             }
             Control::Probe(id) => {
-                let reply = match self.recvs.get_mut(&(peer, id)) {
+                let recv = self
+                    .recv_handles
+                    .get(&(peer, id))
+                    .and_then(|handle| self.recvs.get_mut(handle));
+                let reply = match recv {
                     Some(recv) if !recv.done => {
                         recv.pass_over_at.get_or_insert(now);
                         self.counters.bitmaps_sent += 1;
@@ -639,18 +671,15 @@ impl Endpoint {
     /// The next datagram to send now, written into `buf` (at least MTU bytes): pending
     /// acknowledgements first, then data as the pacers allow.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        if let Some((peer, id, seq, echo)) = self.acks.pop_front() {
+        if let Some((peer, message, sequence)) = self.acks.pop_front() {
             let header = Header {
                 kind: Kind::Ack,
                 flags: Flags::default(),
+                job_tag: job_tag(self.config.job),
                 rank: self.config.rank,
-                job: self.config.job,
-                id,
-                layer: 0,
-                sequence: seq,
                 length: 0,
-                offset: 0,
-                timestamp: echo,
+                message,
+                sequence,
             };
             Packet::new_unchecked(&mut buf[..HEADER_LEN]).emit(&header);
             self.counters.peers[usize::from(peer)].acks_sent += 1;
@@ -732,18 +761,31 @@ impl Endpoint {
         if retransmit {
             flags |= Flags::RETRANSMIT;
         }
+        let message = send
+            .handle
+            .expect("a send with data has its receiver's handle");
+        let peer = &mut self.peers[usize::from(key.0)];
+        // First-pass packets only: a retransmission's ACK could be the original's.
+        if !retransmit {
+            peer.since_ack_request += 1;
+            if peer.since_ack_request >= self.config.rate.ack_every.max(1) {
+                peer.since_ack_request = 0;
+                flags |= Flags::ACK_REQUEST;
+                if peer.ack_requests.len() == ACK_REQUESTS_KEPT {
+                    peer.ack_requests.pop_front();
+                }
+                peer.ack_requests.push_back((message, seq, now));
+            }
+        }
         let class = self.classes.class(layer);
         let header = Header {
             kind: Kind::Data,
             flags: Flags(flags),
+            job_tag: job_tag(self.config.job),
             rank: self.config.rank,
-            job: self.config.job,
-            id: key.1,
-            layer,
-            sequence: seq,
             length: (elems * 4) as u16,
-            offset: (first * 4) as u32,
-            timestamp: micros(now),
+            message,
+            sequence: seq,
         };
         let len = HEADER_LEN + elems * 4;
         let mut packet = Packet::new_unchecked(&mut buf[..len]);
@@ -828,16 +870,16 @@ impl Endpoint {
     pub fn handle_timeout(&mut self, now: u64) {
         if self.config.early_exit {
             let grace = self.early_exit_grace_ns();
-            let overdue: Vec<(u16, MessageId)> = self
+            let overdue: Vec<u32> = self
                 .recvs
                 .iter()
                 .filter(|(_, r)| {
                     r.may_end_early && !r.done && r.pass_over_at.is_some_and(|at| at + grace <= now)
                 })
-                .map(|(k, _)| *k)
+                .map(|(handle, _)| *handle)
                 .collect();
-            for key in overdue {
-                self.complete_recv(now, key);
+            for handle in overdue {
+                self.complete_recv(now, handle);
             }
         }
         for ((peer, id), send) in &mut self.sends {
@@ -905,10 +947,19 @@ mod tests {
             len,
         };
         endpoint.post_send(peer, id(step), region, Rc::new(Vec::new()), 0.0);
-        endpoint.handle_control(0, peer, Control::Ready(id(step)));
+        let handle = u32::from(step);
+        endpoint.handle_control(
+            0,
+            peer,
+            Control::Ready {
+                id: id(step),
+                handle,
+            },
+        );
     }
 
-    /// Everything sent up to `until_ns`, polling every `tick_ns`: (time, peer, step).
+    /// Everything sent up to `until_ns`, polling every `tick_ns`: (time, peer, step;
+    /// `send` makes the step the receiver's handle).
     fn drain(endpoint: &mut Endpoint, until_ns: u64, tick_ns: u64) -> Vec<(u64, u16, u16)> {
         let mut sent = Vec::new();
         let mut buf = [0u8; 2048];
@@ -916,7 +967,7 @@ mod tests {
         while now <= until_ns {
             while let Some(tx) = endpoint.poll_transmit(now, &mut buf) {
                 let packet = Packet::new_checked(&buf[..tx.len]).expect("our own packet");
-                sent.push((now, tx.peer, packet.step()));
+                sent.push((now, tx.peer, packet.message() as u16));
             }
             now += tick_ns;
         }
@@ -977,7 +1028,17 @@ mod tests {
             len,
         };
         receiver.post_recv(1, id(0), region, Place::Add, loss_bound);
-        send(&mut sender, 0, 0, 1000);
+        let Some((1, Control::Ready { handle, .. })) = receiver.poll_control() else {
+            panic!("the receive says READY");
+        };
+        let len = 1000 * sender.payload_elems;
+        let region = Region {
+            buffer: Rc::new(RefCell::new(vec![1.0; len])),
+            start: 0,
+            len,
+        };
+        sender.post_send(0, id(0), region, Rc::new(Vec::new()), 0.0);
+        sender.handle_control(0, 0, Control::Ready { id: id(0), handle });
         let mut buf = [0u8; 2048];
         let mut now = 0;
         let mut seq = 0;

@@ -7,7 +7,7 @@
 //! to one of this host's addresses and the data port, valid checksums), trims the
 //! mbuf to the payload and hands it over a single-producer ring to the datapath
 //! thread, which reads the payload in place and frees the mbuf. Senders put the
-//! packet's lane ((tensor, step) parity) in the UDP source port, so a NIC's RSS keeps
+//! packet's lane (its message handle, modulo the lanes) in the UDP source port, so a NIC's RSS keeps
 //! concurrent buckets on different queues and rings, in order within each.
 //!
 //! Frames are built here: the next hop's MAC from the IP=MAC map, the destination a
@@ -471,15 +471,15 @@ impl DpdkDatapath {
         }
     }
 
-    /// The lane of a datagram: (tensor, step) parity, spread over the RX queues.
+    /// The lane of a datagram: its message (the receiver's handle), spread over the RX
+    /// queues, so one message's packets stay on one queue.
     fn lane(&self, datagram: &[u8]) -> u16 {
         // The protocol built this datagram: its header needs no checking, only room.
         if datagram.len() < HEADER_LEN {
             return 0;
         }
         let packet = Packet::new_unchecked(datagram);
-        let lane = ((packet.tensor() & 1) << 1) as u16 | (packet.step() & 1);
-        lane % self.lanes
+        (packet.message() % u32::from(self.lanes)) as u16
     }
 
     fn send_pending(&mut self) -> io::Result<()> {

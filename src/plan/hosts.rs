@@ -186,7 +186,12 @@ fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
             rx_idle_sleep_us: 50,
             ..DpdkOptions::default()
         },
-        DpdkDriver::VfioPci | DpdkDriver::Mlx5 => DpdkOptions::default(),
+        // The kernel keeps the NIC (flow bifurcation): the PMD claims the data port only.
+        DpdkDriver::Mlx5 => DpdkOptions {
+            isolate: true,
+            ..DpdkOptions::default()
+        },
+        DpdkDriver::VfioPci => DpdkOptions::default(),
     }
 }
 

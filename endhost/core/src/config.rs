@@ -46,6 +46,9 @@ pub struct DpdkOptions {
     /// Microseconds an idle RX thread sleeps between polls; 0 (default) busy-polls, as
     /// on dedicated cores.
     pub rx_idle_sleep_us: u32,
+    /// Put the port in flow-isolated mode with rules that claim only the data port's
+    /// UDP traffic, so the kernel keeps the rest of a NIC it shares with DPDK (mlx5).
+    pub isolate: bool,
     /// Further EAL arguments, passed as they are.
     pub eal_args: Vec<String>,
 }

@@ -1,12 +1,16 @@
-/* Real symbols for what DPDK 22.11 offers only as static-inline functions or macros,
- * and port setup kept on the C side so that Rust never mirrors rte_eth_conf. */
+/* Real symbols for what DPDK 22.11 offers only as static-inline functions or macros;
+ * port setup, flow rules and the packed mbuf pool kept on the C side so that Rust never
+ * mirrors rte_eth_conf, rte_flow items or mempool internals. */
 #include <string.h>
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_flow.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
+#include <rte_mempool.h>
 #include <rte_ring.h>
 
 int shim_errno(void) { return rte_errno; }
@@ -155,3 +159,98 @@ unsigned shim_ring_dequeue_burst(struct rte_ring *r, struct rte_mbuf **objs, uns
 }
 
 unsigned shim_ring_count(const struct rte_ring *r) { return rte_ring_count(r); }
+
+/* Flow isolation (rte_flow), for NICs DPDK shares with the kernel: in isolated mode the
+ * PMD gets only what a rule claims. On failure, the driver's message. */
+int shim_flow_isolate(uint16_t port, int set, const char **message)
+{
+    struct rte_flow_error error;
+    memset(&error, 0, sizeof error);
+    int rc = rte_flow_isolate(port, set, &error);
+    if (rc != 0)
+        *message = error.message ? error.message : "rte_flow_isolate refused";
+    return rc;
+}
+
+/* One rule: UDP to `dst_be` (network order) port `dst_port`, from `src_port` (or any
+ * source port when negative), to RX queue `queue`; validated, then created. */
+int shim_flow_udp_to_queue(uint16_t port, uint32_t dst_be, uint16_t dst_port, int32_t src_port,
+                           uint16_t queue, uint32_t priority, const char **message)
+{
+    struct rte_flow_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.ingress = 1;
+    attr.priority = priority;
+    struct rte_flow_item_ipv4 ip_spec, ip_mask;
+    memset(&ip_spec, 0, sizeof ip_spec);
+    memset(&ip_mask, 0, sizeof ip_mask);
+    ip_spec.hdr.dst_addr = dst_be;
+    ip_mask.hdr.dst_addr = 0xffffffff;
+    struct rte_flow_item_udp udp_spec, udp_mask;
+    memset(&udp_spec, 0, sizeof udp_spec);
+    memset(&udp_mask, 0, sizeof udp_mask);
+    udp_spec.hdr.dst_port = rte_cpu_to_be_16(dst_port);
+    udp_mask.hdr.dst_port = 0xffff;
+    if (src_port >= 0) {
+        udp_spec.hdr.src_port = rte_cpu_to_be_16((uint16_t)src_port);
+        udp_mask.hdr.src_port = 0xffff;
+    }
+    struct rte_flow_item pattern[4];
+    memset(pattern, 0, sizeof pattern);
+    pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+    pattern[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+    pattern[1].spec = &ip_spec;
+    pattern[1].mask = &ip_mask;
+    pattern[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+    pattern[2].spec = &udp_spec;
+    pattern[2].mask = &udp_mask;
+    pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
+    struct rte_flow_action_queue to_queue = {.index = queue};
+    struct rte_flow_action actions[2];
+    memset(actions, 0, sizeof actions);
+    actions[0].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+    actions[0].conf = &to_queue;
+    actions[1].type = RTE_FLOW_ACTION_TYPE_END;
+    struct rte_flow_error error;
+    memset(&error, 0, sizeof error);
+    int rc = rte_flow_validate(port, &attr, pattern, actions, &error);
+    if (rc != 0) {
+        *message = error.message ? error.message : "rte_flow_validate refused the rule";
+        return rc;
+    }
+    if (rte_flow_create(port, &attr, pattern, actions, &error) == NULL) {
+        *message = error.message ? error.message : "rte_flow_create failed";
+        return rte_errno ? -rte_errno : -1;
+    }
+    return 0;
+}
+
+/* An mbuf pool whose objects lie back to back in virtual memory, without the padding
+ * that keeps each within one IOVA-contiguous page: for virtual devices, which do no
+ * DMA. af_xdp maps the pool as its UMEM at one stride from its first object, so an
+ * object padded out of that stride (each mbuf on a 4 KiB page of its own without
+ * hugepages) would lie outside the UMEM. Returns NULL with rte_errno set. */
+struct rte_mempool *shim_pktmbuf_pool_create_packed(const char *name, unsigned n, unsigned cache,
+                                                    uint16_t data_room, int socket)
+{
+    struct rte_pktmbuf_pool_private private;
+    memset(&private, 0, sizeof private);
+    private.mbuf_data_room_size = data_room;
+    struct rte_mempool *mp =
+        rte_mempool_create_empty(name, n, sizeof(struct rte_mbuf) + data_room, cache,
+                                 sizeof private, socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+    if (mp == NULL)
+        return NULL;
+    int rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
+    if (rc == 0) {
+        rte_pktmbuf_pool_init(mp, &private);
+        rc = rte_mempool_populate_default(mp);
+    }
+    if (rc < 0) {
+        rte_mempool_free(mp);
+        rte_errno = -rc;
+        return NULL;
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+    return mp;
+}

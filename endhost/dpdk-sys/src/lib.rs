@@ -57,6 +57,10 @@ pub struct shim_port_stats {
     pub rx_nombuf: u64,
 }
 
+/// The XDP program of the af_xdp path (`csrc/xdp_redirect.bpf.c`), compiled.
+pub const XDP_REDIRECT_OBJECT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/xdp_redirect.bpf.o"));
+
 /// `SOCKET_ID_ANY`.
 pub const SOCKET_ID_ANY: c_int = -1;
 /// `RING_F_SP_ENQ`: one producer.
@@ -78,6 +82,7 @@ unsafe extern "C" {
     pub fn rte_eth_dev_count_avail() -> u16;
     pub fn rte_eth_macaddr_get(port_id: u16, mac_addr: *mut rte_ether_addr) -> c_int;
     pub fn rte_eth_dev_stop(port_id: u16) -> c_int;
+    pub fn rte_eth_dev_close(port_id: u16) -> c_int;
 
     pub fn rte_pktmbuf_pool_create(
         name: *const c_char,
@@ -99,6 +104,13 @@ unsafe extern "C" {
     pub fn rte_ring_free(r: *mut rte_ring);
 
     pub fn shim_errno() -> c_int;
+    pub fn shim_pktmbuf_pool_create_packed(
+        name: *const c_char,
+        n: c_uint,
+        cache: c_uint,
+        data_room: u16,
+        socket: c_int,
+    ) -> *mut rte_mempool;
     pub fn shim_rdtsc() -> u64;
     pub fn shim_default_buf_size() -> u16;
     pub fn shim_port_info(port: u16, out: *mut shim_port_info) -> c_int;
@@ -112,6 +124,16 @@ unsafe extern "C" {
         step: *mut *const c_char,
     ) -> c_int;
     pub fn shim_port_stats(port: u16, out: *mut shim_port_stats) -> c_int;
+    pub fn shim_flow_isolate(port: u16, set: c_int, message: *mut *const c_char) -> c_int;
+    pub fn shim_flow_udp_to_queue(
+        port: u16,
+        dst_be: u32,
+        dst_port: u16,
+        src_port: i32,
+        queue: u16,
+        priority: u32,
+        message: *mut *const c_char,
+    ) -> c_int;
     pub fn shim_rx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
     pub fn shim_tx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
     pub fn shim_pktmbuf_alloc(pool: *mut rte_mempool) -> *mut rte_mbuf;

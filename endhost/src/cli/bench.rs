@@ -66,7 +66,8 @@ pub struct TrainArgs {
 /// Allreduce time against the link-rate optimum, optionally beside gloo.
 ///
 /// Builds --hosts network namespaces behind one bridge "switch" namespace, limits
-/// every switch port to --rate with tbf (its buffer: --switch-buffer-ms), drops
+/// every switch port to --rate with tbf (its buffer: --switch-buffer-ms) and every
+/// host's NIC too (--host-buffer-ms; 0: switch ports alone), drops
 /// --loss percent of all packets at random on the switch (nftables), runs `endhost run` on every host, then the same with gloo
 /// (torch.distributed, Debian's python3-torch) if --baseline gloo, removes the
 /// fabric and prints median and p99 times. Needs root.
@@ -97,10 +98,10 @@ pub struct AllreduceArgs {
     /// Switch port buffer (tbf latency on the switch's ports), ms; 0: no shaping.
     #[arg(long, default_value_t = 50)]
     pub switch_buffer_ms: u32,
-    /// Shape the hosts' side of each link too, with this buffer (ms). 0, the
-    /// default: hosts send as fast as they like and the switch ports are the
-    /// bottleneck, so bursts meet the switch buffer as they would on a fabric.
-    #[arg(long, default_value_t = 0)]
+    /// The hosts' side of each link is shaped too, as a NIC sends at line rate: its
+    /// queue (tbf latency), ms. 0 shapes the switch ports alone, so hosts burst at
+    /// veth speed into them.
+    #[arg(long, default_value_t = 10)]
     pub host_buffer_ms: u32,
     /// Rate control: below this RTT the rate grows (µs). MLT's default is 12.5 for a
     /// 24 µs-RTT datacenter; namespaces on a shared CPU see RTTs of milliseconds.

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use endhost::testbed::bench;
 use endhost::{Options, Transport};
 use endhost_core::collective::Algorithm;
+use endhost_core::proto::counters::PeerCounters;
+use endhost_core::proto::{Counters, LinkTime};
 use endhost_core::workload;
 
 use super::CollectiveArg;
@@ -90,15 +92,30 @@ pub fn run(options: Args) -> anyhow::Result<()> {
             transport.allreduce(barrier(&transport)).await?;
             let mut spec = transport.allreduce_spec(0, data, 0);
             spec.layers = workload::layer_map(values, layers);
+            let before = transport.counters().await?;
             let started = Instant::now();
             let done = transport.allreduce(spec).await?;
             let seconds = started.elapsed().as_secs_f64();
+            let after = transport.counters().await?;
             let exact = workload::exact_fraction(&done.data, world);
             if json {
+                let secs = |f: fn(&LinkTime) -> u64| {
+                    f(&after.link).saturating_sub(f(&before.link)) as f64 / 1e9
+                };
+                let packets = |c: &Counters, f: fn(&PeerCounters) -> u64| -> u64 {
+                    c.peers.iter().map(f).sum()
+                };
                 println!(
                     "{}",
                     serde_json::json!({"iteration": iteration, "seconds": seconds,
-                        "delivered": done.delivered, "exact": exact})
+                        "delivered": done.delivered, "exact": exact,
+                        "link": {"busy_s": secs(|l| l.busy_ns),
+                            "rate_limited_s": secs(|l| l.rate_limited_ns),
+                            "idle_s": secs(|l| l.idle_ns)},
+                        "packets_sent": packets(&after, |p| p.packets_sent)
+                            - packets(&before, |p| p.packets_sent),
+                        "packets_retransmitted": packets(&after, |p| p.packets_retransmitted)
+                            - packets(&before, |p| p.packets_retransmitted)})
                 );
             } else {
                 println!(

@@ -61,6 +61,17 @@ impl Dropped {
     }
 }
 
+/// Where the host's link time went, as the endpoint saw it between its polls: sending
+/// (or waiting for the line rate's next tokens), holding data back because every
+/// destination's rate control said wait, or with nothing to send (waiting for a
+/// READY, a STOP, a probe's answer, or a peer's data for the next step).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct LinkTime {
+    pub busy_ns: u64,
+    pub rate_limited_ns: u64,
+    pub idle_ns: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Counters {
     pub peers: Vec<PeerCounters>,
@@ -70,6 +81,7 @@ pub struct Counters {
     pub bound_missed: u64,
     pub probes_sent: u64,
     pub bitmaps_sent: u64,
+    pub link: LinkTime,
 }
 
 impl Counters {

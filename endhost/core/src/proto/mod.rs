@@ -39,7 +39,7 @@ use std::rc::Rc;
 use crate::config::{RateControl, Tagging};
 use crate::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet, job_tag};
 pub use control::Control;
-pub use counters::Counters;
+pub use counters::{Counters, LinkTime};
 use rate::{Pacer, Timely};
 use tagging::Classes;
 
@@ -271,6 +271,17 @@ pub struct Endpoint {
     counters: Counters,
     /// How long recent receives took from their sender's first pass to done.
     recoveries: VecDeque<u64>,
+    /// What the link was doing at the last poll, and since when.
+    activity: Activity,
+    activity_since: u64,
+}
+
+/// What the host's link is doing (see [`LinkTime`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activity {
+    Busy,
+    RateLimited,
+    Idle,
 }
 
 impl Endpoint {
@@ -310,6 +321,8 @@ impl Endpoint {
             control: VecDeque::new(),
             events: VecDeque::new(),
             recoveries: VecDeque::new(),
+            activity: Activity::Idle,
+            activity_since: now,
             config,
         }
     }
@@ -671,6 +684,7 @@ impl Endpoint {
     /// The next datagram to send now, written into `buf` (at least MTU bytes): pending
     /// acknowledgements first, then data as the pacers allow.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        self.account(now);
         if let Some((peer, message, sequence)) = self.acks.pop_front() {
             let header = Header {
                 kind: Kind::Ack,
@@ -692,6 +706,11 @@ impl Endpoint {
         }
         let frame = self.frame_bytes();
         if !self.link.has(now, self.config.line_bps, frame) {
+            self.activity = if self.rotation.is_empty() {
+                Activity::Idle
+            } else {
+                Activity::Busy
+            };
             return None;
         }
         for _ in 0..self.rotation.len() {
@@ -717,9 +736,28 @@ impl Endpoint {
                 continue;
             }
             self.link.take(now, self.config.line_bps, frame);
+            self.activity = Activity::Busy;
             return Some(self.emit_data(now, (peer_rank, id), buf));
         }
+        // What is left in the rotation has data its peers' pacers hold back.
+        self.activity = if self.rotation.is_empty() {
+            Activity::Idle
+        } else {
+            Activity::RateLimited
+        };
         None
+    }
+
+    /// Counts the time since the last poll as what the link was doing then.
+    fn account(&mut self, now: u64) {
+        let elapsed = now.saturating_sub(self.activity_since);
+        self.activity_since = now;
+        let link = &mut self.counters.link;
+        *match self.activity {
+            Activity::Busy => &mut link.busy_ns,
+            Activity::RateLimited => &mut link.rate_limited_ns,
+            Activity::Idle => &mut link.idle_ns,
+        } += elapsed;
     }
 
     /// Bytes a full data packet takes on the link.

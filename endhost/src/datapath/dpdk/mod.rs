@@ -18,6 +18,8 @@
 //! until the process ends.
 
 mod eal;
+pub mod flow;
+mod xdp;
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_int, c_void};
@@ -281,8 +283,26 @@ impl DpdkDatapath {
             .memory_mb
             .unwrap_or((pool_mb * 3 / 2 + 64) as u32);
         eal::preflight(config, Path::new("/sys")).map_err(error)?;
+        // An af_xdp device gets our XDP program, which leaves the kernel all but the
+        // data port; the PMD loads the file when the queues are set up.
+        let mut with_program = None;
+        let mut eal_config = std::borrow::Cow::Borrowed(config);
+        if let Some(vdev) = config
+            .dpdk
+            .vdev
+            .as_deref()
+            .filter(|v| xdp::wants_program(v))
+        {
+            let program =
+                xdp::program_for(sys::XDP_REDIRECT_OBJECT, config.job.ports.data).map_err(error)?;
+            let file = xdp::ProgramFile::write(&std::env::temp_dir(), &config.local.name, &program)
+                .map_err(|e| error(format!("cannot write the XDP program: {e}")))?;
+            eal_config.to_mut().dpdk.vdev =
+                Some(format!("{vdev},xdp_prog={}", file.path().display()));
+            with_program = Some(file);
+        }
         let (args, warning) =
-            eal::arguments(config, wanted_queues, memory_mb, &eal::allowed_cpus());
+            eal::arguments(&eal_config, wanted_queues, memory_mb, &eal::allowed_cpus());
         if let Some(warning) = warning {
             eprintln!("endhost: {warning}");
         }
@@ -319,22 +339,50 @@ impl DpdkDatapath {
             );
         }
         let name = CString::new("endhost_mbufs").expect("no NUL");
-        // SAFETY: the EAL is running; the name is a valid C string.
-        let pool = unsafe {
-            sys::rte_pktmbuf_pool_create(
-                name.as_ptr(),
-                mbufs,
-                POOL_CACHE,
-                0,
-                buf_size,
-                sys::SOCKET_ID_ANY,
-            )
+        let pool = if config.dpdk.vdev.is_some() {
+            // A virtual device does no DMA: the objects need not keep to IOVA pages,
+            // and af_xdp needs them back to back (see the shim).
+            // SAFETY: the EAL is running; the name is a valid C string.
+            unsafe {
+                sys::shim_pktmbuf_pool_create_packed(
+                    name.as_ptr(),
+                    mbufs,
+                    POOL_CACHE,
+                    buf_size,
+                    sys::SOCKET_ID_ANY,
+                )
+            }
+        } else {
+            // SAFETY: as above.
+            unsafe {
+                sys::rte_pktmbuf_pool_create(
+                    name.as_ptr(),
+                    mbufs,
+                    POOL_CACHE,
+                    0,
+                    buf_size,
+                    sys::SOCKET_ID_ANY,
+                )
+            }
         };
         if pool.is_null() {
             return Err(error(format!(
                 "cannot create a mempool of {mbufs} mbufs ({pool_mb} MiB): {}; raise dpdk.memory_mb or reserve more hugepages",
                 eal::strerror(rte_errno())
             )));
+        }
+        if config.dpdk.isolate {
+            let mut message = std::ptr::null();
+            // SAFETY: a valid, not yet configured port; the shim points `message` at a
+            // static or driver-owned string on failure.
+            let rc = unsafe { sys::shim_flow_isolate(port, 1, &mut message) };
+            if rc != 0 {
+                return Err(error(format!(
+                    "cannot isolate the port's flows (dpdk.isolate): {}",
+                    // SAFETY: set by the shim on failure.
+                    unsafe { CStr::from_ptr(message) }.to_string_lossy()
+                )));
+            }
         }
         let (mut rx_desc, mut tx_desc) = (datapath.rx_ring, datapath.tx_ring);
         let mut step = std::ptr::null();
@@ -353,11 +401,18 @@ impl DpdkDatapath {
         if rc != 0 {
             // SAFETY: the shim points `step` at a static string.
             let step = unsafe { CStr::from_ptr(step) }.to_string_lossy();
+            let hint = if with_program.is_some() {
+                " (af_xdp: the PMD's log says why; an XDP program left on the interface \
+                 by a transport that did not stop is removed with `ip link set dev NIC xdp off`)"
+            } else {
+                ""
+            };
             return Err(error(format!(
-                "port setup failed at {step}: {}",
+                "port setup failed at {step}: {}{hint}",
                 eal::strerror(-rc)
             )));
         }
+        drop(with_program);
         let mut mac = sys::rte_ether_addr::default();
         // SAFETY: a valid port and output.
         check(
@@ -379,6 +434,9 @@ impl DpdkDatapath {
         let mut addresses = config.local.path_addresses.clone();
         if !addresses.contains(&config.local.ip) {
             addresses.push(config.local.ip);
+        }
+        if config.dpdk.isolate {
+            install_flow_rules(port, &addresses, config.job.ports.data, queues)?;
         }
         let mut datapath_out = DpdkDatapath {
             port,
@@ -680,5 +738,41 @@ impl Drop for DpdkDatapath {
             // SAFETY: empty, and nothing uses it any more.
             unsafe { sys::rte_ring_free(lcore.queue.ring) };
         }
+        // Closing gives back what the PMD took from the host: af_xdp detaches our XDP
+        // program from the interface, which otherwise keeps the data port's traffic.
+        // SAFETY: the port is stopped and nothing uses it any more.
+        unsafe { sys::rte_eth_dev_close(self.port) };
     }
+}
+
+/// Installs the rules that claim the data port's traffic of a flow-isolated port.
+fn install_flow_rules(
+    port: u16,
+    addresses: &[Ipv4Addr],
+    data_port: u16,
+    queues: u16,
+) -> io::Result<()> {
+    for rule in flow::data_rules(addresses, data_port, queues) {
+        let mut message = std::ptr::null();
+        // SAFETY: a started port; the shim points `message` at a string on failure.
+        let rc = unsafe {
+            sys::shim_flow_udp_to_queue(
+                port,
+                u32::from(rule.dst).to_be(),
+                rule.dst_port,
+                rule.src_port.map_or(-1, i32::from),
+                rule.queue,
+                rule.priority,
+                &mut message,
+            )
+        };
+        if rc != 0 {
+            return Err(error(format!(
+                "cannot install the flow rule {rule:?}: {}",
+                // SAFETY: set by the shim on failure.
+                unsafe { CStr::from_ptr(message) }.to_string_lossy()
+            )));
+        }
+    }
+    Ok(())
 }

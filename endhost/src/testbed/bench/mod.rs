@@ -48,6 +48,34 @@ pub struct SystemResult {
     pub delivered_min: f64,
     /// Every iteration's time, in the order they ran.
     pub seconds: Vec<f64>,
+    /// Where the time went (the transport's own account, rank 0's median iteration).
+    pub split: Option<TimeSplit>,
+}
+
+/// Where an iteration's time went on rank 0's link, as fractions of the iteration
+/// (the transport's [`endhost_core::proto::LinkTime`]), and what the busy time
+/// carried.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct TimeSplit {
+    /// Sending, or waiting for the line rate's next tokens.
+    pub busy: f64,
+    /// Data held back by every destination's rate control.
+    pub rate_limited: f64,
+    /// Nothing to send: the rendezvous (READY), STOP and probe round trips, waiting
+    /// for a peer's data for the next step.
+    pub idle: f64,
+    /// The optimum over the busy time: the share of the link's busy time that was
+    /// payload; the wire's ceiling (headers) is [`wire_ceiling`].
+    pub payload_of_busy: f64,
+    /// Packets sent again, of all sent.
+    pub retransmitted: f64,
+}
+
+/// The share of a full data frame (Ethernet, IPv4, UDP, our header) that is payload at
+/// MTU `mtu`: what the transport can reach of the link-rate optimum.
+pub fn wire_ceiling(mtu: usize) -> f64 {
+    let payload = (mtu - 28 - endhost_core::wire::HEADER_LEN) / 4 * 4;
+    payload as f64 / (mtu + 14) as f64
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -57,6 +85,8 @@ pub struct BenchReport {
     pub rate_mbit: u64,
     pub loss_percent: f64,
     pub switch_buffer_ms: u32,
+    /// The hosts' NIC queue, ms; 0: hosts not shaped.
+    pub host_buffer_ms: u32,
     pub collective: Collective,
     pub loss_bound: f64,
     pub optimum_s: f64,
@@ -69,11 +99,15 @@ impl std::fmt::Display for BenchReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "allreduce of {} bytes over {} hosts, links {} Mbit/s, switch buffer {} ms, loss {}%, {:?}, p = {}: optimum {:.3} s",
+            "allreduce of {} bytes over {} hosts, links {} Mbit/s, switch buffer {} ms, {}, loss {}%, {:?}, p = {}: optimum {:.3} s",
             self.size_bytes,
             self.hosts,
             self.rate_mbit,
             self.switch_buffer_ms,
+            match self.host_buffer_ms {
+                0 => "hosts not shaped".to_string(),
+                ms => format!("host NICs shaped ({ms} ms queue)"),
+            },
             self.loss_percent,
             self.collective,
             self.loss_bound,
@@ -94,6 +128,24 @@ impl std::fmt::Display for BenchReport {
                 r.of_optimum * 100.0,
                 r.delivered_min * 100.0
             )?;
+        }
+        for r in &self.results {
+            if let Some(s) = &r.split {
+                writeln!(
+                    f,
+                    "  {} time (rank 0, median iteration): link busy {:.1}%, held by rate \
+                     control {:.1}%, idle {:.1}% (rendezvous, STOP and probe round trips, \
+                     waiting for a step's data); payload {:.1}% of the busy time (wire \
+                     ceiling {:.1}%); {:.2}% of packets resent",
+                    r.system,
+                    s.busy * 100.0,
+                    s.rate_limited * 100.0,
+                    s.idle * 100.0,
+                    s.payload_of_busy * 100.0,
+                    wire_ceiling(1500) * 100.0,
+                    s.retransmitted * 100.0
+                )?;
+            }
         }
         for why in &self.skipped {
             writeln!(f, "skipped: {why}")?;
@@ -232,6 +284,38 @@ pub(crate) fn times(output: &str) -> (Vec<f64>, f64) {
     (times, delivered)
 }
 
+/// Rank 0's account of each iteration (`endhost run --json`): the median iteration's
+/// split, if the lines carry one.
+pub(crate) fn split(output: &str, optimum: f64) -> Option<TimeSplit> {
+    let mut splits: Vec<(f64, TimeSplit)> = output
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|v| {
+            let seconds = v.get("seconds")?.as_f64()?;
+            let link = v.get("link")?;
+            let part = |k: &str| link.get(k).and_then(serde_json::Value::as_f64);
+            let (busy, limited, idle) = (part("busy_s")?, part("rate_limited_s")?, part("idle_s")?);
+            let total = (busy + limited + idle).max(1e-9);
+            let sent = v.get("packets_sent")?.as_f64()?.max(1.0);
+            let resent = v.get("packets_retransmitted")?.as_f64()?;
+            Some((
+                seconds,
+                TimeSplit {
+                    busy: busy / total,
+                    rate_limited: limited / total,
+                    idle: idle / total,
+                    payload_of_busy: optimum / busy.max(1e-9),
+                    retransmitted: resent / sent,
+                },
+            ))
+        })
+        .collect();
+    splits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    splits
+        .get(splits.len().checked_sub(1)? / 2)
+        .map(|(_, s)| *s)
+}
+
 fn summarise(system: &str, seconds: Vec<f64>, delivered: f64, optimum: f64) -> SystemResult {
     let mut times = seconds.clone();
     times.sort_by(f64::total_cmp);
@@ -245,6 +329,7 @@ fn summarise(system: &str, seconds: Vec<f64>, delivered: f64, optimum: f64) -> S
         of_optimum: optimum / at(0.5),
         delivered_min: delivered,
         seconds,
+        split: None,
     }
 }
 
@@ -281,6 +366,7 @@ pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchRepo
         rate_mbit: spec.fabric.rate_mbit,
         loss_percent: spec.fabric.loss_percent,
         switch_buffer_ms: spec.fabric.switch_buffer_ms,
+        host_buffer_ms: spec.fabric.host_buffer_ms,
         collective: spec.collective,
         loss_bound: spec.loss_bound,
         optimum_s: optimum,
@@ -310,9 +396,9 @@ pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchRepo
     if t.is_empty() {
         return Err(format!("endhost printed no timings:\n{output}"));
     }
-    report
-        .results
-        .push(summarise("mltctl endhost", t, delivered, optimum));
+    let mut ours = summarise("mltctl endhost", t, delivered, optimum);
+    ours.split = split(&output, optimum);
+    report.results.push(ours);
     if spec.gloo {
         match gloo_unavailable() {
             Some(why) => report.skipped.push(why),

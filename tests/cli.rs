@@ -425,8 +425,42 @@ fn the_inventorys_dpdk_driver_is_what_bootstrap_binds_the_nic_to() {
         let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         drivers.push(plan["dpdk"]["driver"].as_str().unwrap().to_string());
     }
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(drivers, ["vfio-pci", "vfio-pci", "mlx5_core"]);
+
+    // Drivers over the kernel interface bind nothing; af_xdp asks the host for its
+    // queues, and the transport gets the vdev with one AF_XDP socket per RX queue;
+    // mlx5 isolates the PMD's flows.
+    let plan = |datapath: &str, network: bool| -> serde_json::Value {
+        let inventory = dir.join("dpdk.yaml");
+        std::fs::write(&inventory, format!("{small}  datapath: {datapath}\n")).unwrap();
+        let mut args = vec!["plan", "-i", inventory.to_str().unwrap(), "--host", "h1"];
+        if network {
+            args.push("--network");
+        }
+        let out = mltctl(&args);
+        assert!(out.status.success(), "{datapath}: {}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let xdp = "{kind: dpdk, driver: af_xdp, rx_queues: 2}";
+    let network = plan(xdp, true);
+    assert!(network.get("dpdk").is_none(), "{network}");
+    assert_eq!(network["af_xdp_queues"], 2);
+    let transport = plan(xdp, false);
+    let vdev = transport["dpdk"]["vdev"].as_str().unwrap();
+    assert!(
+        vdev.starts_with("net_af_xdp0,iface=") && vdev.ends_with(",start_queue=0,queue_count=2"),
+        "{vdev}"
+    );
+    assert_eq!(transport["dpdk"]["no_huge"], true);
+    assert_eq!(
+        plan("{kind: dpdk, driver: mlx5}", false)["dpdk"]["isolate"],
+        true
+    );
+    assert_eq!(
+        plan("{kind: dpdk, driver: vfio-pci}", false)["dpdk"]["isolate"],
+        false
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

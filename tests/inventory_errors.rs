@@ -98,7 +98,7 @@ invalid_inventories! {
         "70:50: limit_bytes 2048000 is larger than the 1048576-byte buffer of switch spine1",
     ];
     unknown_dpdk_driver: "unknown-dpdk-driver" => [
-        "69:34: unknown DPDK driver `ixgbe` (expected vfio-pci, mlx5 or af_packet)",
+        "69:34: unknown DPDK driver `ixgbe` (expected vfio-pci, mlx5, af_packet or af_xdp)",
     ];
     misspelled_key_with_another_problem: "misspelled-key" => [
         "41:13: unknown vendor `junos` (expected one of: sonic, eos, cumulus, onyx)",

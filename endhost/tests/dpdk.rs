@@ -45,6 +45,11 @@ fn main() {
         ),
         ("two_dpdk_hosts_allreduce", two_dpdk_hosts),
         (
+            "af_xdp_hosts_take_only_the_data_port_and_keep_the_control_channel_on_their_nic",
+            af_xdp,
+        ),
+        ("two_dpdk_processes_allreduce_over_memif", memif),
+        (
             "dpdk_frames_carry_the_planned_dscp_ecn_checksums_and_macs",
             frames,
         ),
@@ -224,6 +229,100 @@ fn two_dpdk_hosts() {
     let h = hosts("both", [true, true], |_| {});
     for collective in ["ring", "transpose"] {
         exact(&h, collective, "two DPDK hosts");
+    }
+}
+
+/// The XDP program on host `rank`'s eth0, as `ip link` shows it (empty: none).
+fn xdp_attached(h: &Hosts, rank: usize) -> String {
+    let out = h
+        .pair
+        .command(rank, "ip")
+        .args(["-details", "link", "show", "eth0"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("prog/xdp") || l.trim_start().starts_with("xdp"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn af_xdp() {
+    // A veth has one queue: one RX queue, one AF_XDP socket.
+    let on_af_xdp = |config: &mut TransportConfig| {
+        config.job.datapath.rx_queues = 1;
+        if let Some(vdev) = &mut config.dpdk.vdev {
+            *vdev = "net_af_xdp0,iface=eth0".into();
+        }
+    };
+    for (what, dpdk) in [
+        ("af_xdp beside the kernel", [true, false]),
+        ("two af_xdp hosts", [true, true]),
+    ] {
+        let h = hosts(&format!("xdp{}", dpdk[1]), dpdk, on_af_xdp);
+        // The job joins (the TCP control channel crosses the same NIC as the data,
+        // which only our program's XDP_PASS lets the kernel see) and is exact.
+        for collective in ["ring", "transpose"] {
+            exact(&h, collective, what);
+        }
+        let out = &h.run_both(&["--size", "1MiB", "--iterations", "1"])[0];
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let totals = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("endhost: DPDK datapath totals: "))
+            .unwrap_or_else(|| panic!("{what}: no DPDK totals: {stderr}"));
+        let totals: serde_json::Value = serde_json::from_str(totals).unwrap();
+        // The data port reached the PMD; nothing else did (rx_not_ours: ARP, TCP).
+        assert!(totals["rx_delivered"].as_u64().unwrap() > 0, "{totals}");
+        assert_eq!(totals["rx_not_ours"], 0, "{what}: {totals}");
+        for rank in 0..2 {
+            assert_eq!(
+                xdp_attached(&h, rank),
+                "",
+                "{what}: host {rank} left an XDP program"
+            );
+        }
+    }
+}
+
+fn memif() {
+    let socket = std::env::temp_dir().join(format!("endhost-memif-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let h = hosts("memif", [true, true], |config| {
+        let mac = config.local.mac;
+        let role = if config.rank == 1 { "server" } else { "client" };
+        config.job.datapath.rx_queues = 1;
+        config.dpdk.vdev = Some(format!(
+            "net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
+            socket.display()
+        ));
+    });
+    // Started together: the client (host 0) waits until its server listens.
+    for collective in ["ring", "ps"] {
+        let args = [
+            "--collective",
+            collective,
+            "--size",
+            "2MiB",
+            "--iterations",
+            "2",
+        ];
+        let outputs = h.run_both(&args);
+        for (rank, out) in outputs.iter().enumerate() {
+            assert!(
+                out.status.success(),
+                "memif, {collective}, rank {rank}: {}\nthe other: {}",
+                text(out),
+                text(&outputs[1 - rank])
+            );
+            let (iterations, _) = lines(out);
+            assert_eq!(iterations.len(), 2, "{}", text(out));
+            assert!(
+                iterations.iter().all(|i| i["exact"] == 1.0),
+                "{iterations:?}"
+            );
+        }
+        let _ = std::fs::remove_file(&socket);
     }
 }
 

@@ -173,10 +173,22 @@ pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
 }
 
 /// How the host starts DPDK, where the plan decides it: over the kernel interface
-/// (`af_packet`), a virtual device in ordinary memory whose RX lcores sleep when idle
-/// (the kernel already wakes them; busy polling would only take the host's cores).
+/// (`af_packet`, `af_xdp`), a virtual device in ordinary memory whose RX lcores sleep
+/// when idle (the kernel already wakes them; busy polling would only take the host's
+/// cores).
 fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
     match plan.job.datapath.driver {
+        // One AF_XDP socket per RX queue, on the NIC's first queues; the datapath adds
+        // its XDP program (`xdp_prog=`).
+        DpdkDriver::AfXdp => DpdkOptions {
+            vdev: Some(format!(
+                "net_af_xdp0,iface={},start_queue=0,queue_count={}",
+                me.nic.name, plan.job.datapath.rx_queues
+            )),
+            no_huge: true,
+            rx_idle_sleep_us: 50,
+            ..DpdkOptions::default()
+        },
         DpdkDriver::AfPacket => DpdkOptions {
             vdev: Some(format!(
                 "net_af_packet0,iface={},qpairs={}",
@@ -231,6 +243,9 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
             }),
             _ => None,
         },
+        af_xdp_queues: (datapath == DatapathKind::Dpdk
+            && plan.job.datapath.driver == DpdkDriver::AfXdp)
+            .then_some(plan.job.datapath.rx_queues),
     }
 }
 

@@ -231,6 +231,11 @@ pub enum DpdkDriver {
     /// hugepages or binding, and the kernel keeps the NIC (ARP, the control channel).
     /// Slower than a PMD that owns the NIC; for labs and NICs DPDK has no driver for.
     AfPacket,
+    /// DPDK's `net_af_xdp` virtual device over the NIC's kernel interface, with our XDP
+    /// program: only the data port's UDP goes to DPDK (kernel bypass on any NIC with
+    /// XDP), everything else stays with the kernel. No IOMMU, hugepages or binding;
+    /// the NIC needs as many queues as the transport's RX queues.
+    AfXdp,
 }
 
 impl DpdkDriver {
@@ -240,7 +245,7 @@ impl DpdkDriver {
         match self {
             DpdkDriver::VfioPci => Some("vfio-pci"),
             DpdkDriver::Mlx5 => Some("mlx5_core"),
-            DpdkDriver::AfPacket => None,
+            DpdkDriver::AfPacket | DpdkDriver::AfXdp => None,
         }
     }
 }

@@ -39,10 +39,12 @@ int shim_port_info(uint16_t port, struct shim_port_info *out)
 }
 
 /* Configures `nb_rxq` RX queues (RSS over IP and UDP ports where the device hashes)
- * and one TX queue, adjusts the ring sizes to the device's limits (written back),
+ * and `nb_txq` TX queues (the caller sends on queue 0; af_xdp wants them paired),
+ * adjusts the ring sizes to the device's limits (written back),
  * sets the MTU where the device allows it, and starts the port. On failure returns a
  * negative errno and names the step that failed. */
-int shim_port_setup(uint16_t port, uint16_t nb_rxq, uint16_t *rx_desc, uint16_t *tx_desc,
+int shim_port_setup(uint16_t port, uint16_t nb_rxq, uint16_t nb_txq, uint16_t *rx_desc,
+                    uint16_t *tx_desc,
                     struct rte_mempool *pool, uint16_t mtu, const char **step)
 {
     struct rte_eth_conf conf;
@@ -60,7 +62,7 @@ int shim_port_setup(uint16_t port, uint16_t nb_rxq, uint16_t *rx_desc, uint16_t 
         conf.rx_adv_conf.rss_conf.rss_hf = rss;
     }
     *step = "rte_eth_dev_configure";
-    rc = rte_eth_dev_configure(port, nb_rxq, 1, &conf);
+    rc = rte_eth_dev_configure(port, nb_rxq, nb_txq, &conf);
     if (rc != 0)
         return rc;
     *step = "rte_eth_dev_adjust_nb_rx_tx_desc";
@@ -74,10 +76,12 @@ int shim_port_setup(uint16_t port, uint16_t nb_rxq, uint16_t *rx_desc, uint16_t 
         if (rc != 0)
             return rc;
     }
-    *step = "rte_eth_tx_queue_setup";
-    rc = rte_eth_tx_queue_setup(port, 0, *tx_desc, socket, NULL);
-    if (rc != 0)
-        return rc;
+    for (uint16_t q = 0; q < nb_txq; q++) {
+        *step = "rte_eth_tx_queue_setup";
+        rc = rte_eth_tx_queue_setup(port, q, *tx_desc, socket, NULL);
+        if (rc != 0)
+            return rc;
+    }
     *step = "rte_eth_dev_set_mtu";
     rc = rte_eth_dev_set_mtu(port, mtu);
     if (rc != 0 && rc != -ENOTSUP)
@@ -253,4 +257,14 @@ struct rte_mempool *shim_pktmbuf_pool_create_packed(const char *name, unsigned n
     }
     rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
     return mp;
+}
+
+/* Whether the port's link is up now (without waiting). */
+int shim_link_up(uint16_t port)
+{
+    struct rte_eth_link link;
+    memset(&link, 0, sizeof link);
+    if (rte_eth_link_get_nowait(port, &link) != 0)
+        return 0;
+    return link.link_status == RTE_ETH_LINK_UP;
 }

@@ -117,6 +117,7 @@ unsafe extern "C" {
     pub fn shim_port_setup(
         port: u16,
         nb_rxq: u16,
+        nb_txq: u16,
         rx_desc: *mut u16,
         tx_desc: *mut u16,
         pool: *mut rte_mempool,
@@ -124,6 +125,7 @@ unsafe extern "C" {
         step: *mut *const c_char,
     ) -> c_int;
     pub fn shim_port_stats(port: u16, out: *mut shim_port_stats) -> c_int;
+    pub fn shim_link_up(port: u16) -> c_int;
     pub fn shim_flow_isolate(port: u16, set: c_int, message: *mut *const c_char) -> c_int;
     pub fn shim_flow_udp_to_queue(
         port: u16,

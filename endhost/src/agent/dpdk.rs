@@ -234,6 +234,7 @@ mod tests {
             neighbours: vec![],
             routes: vec![],
             dpdk: Some(prep()),
+            af_xdp_queues: None,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -6,6 +6,7 @@
 //! kernel, so a later run can tell its own entries from anyone else's: it removes its
 //! entries that the plan no longer has and never changes one it did not create.
 
+pub mod channels;
 pub mod dpdk;
 pub mod netlink;
 
@@ -86,16 +87,19 @@ pub async fn configure(plan: &HostNetworkPlan, check: bool, sysfs: &Sysfs) -> Re
         report.error = Some(e.to_string());
         return report;
     }
+    if let Some(queues) = plan.af_xdp_queues {
+        report.dpdk.push(channels::step(&plan.nic, queues, check));
+    }
     if let Some(prep) = &plan.dpdk {
-        report.dpdk = sysfs.prepare(prep, check);
-        if let Some(step) = report.dpdk.iter().find(|s| s.status == StepStatus::Failed) {
-            report.error = Some(format!(
-                "DPDK preparation: {}: {}",
-                step.action,
-                step.reason.as_deref().unwrap_or("failed")
-            ));
-            return report;
-        }
+        report.dpdk.extend(sysfs.prepare(prep, check));
+    }
+    if let Some(step) = report.dpdk.iter().find(|s| s.status == StepStatus::Failed) {
+        report.error = Some(format!(
+            "DPDK preparation: {}: {}",
+            step.action,
+            step.reason.as_deref().unwrap_or("failed")
+        ));
+        return report;
     }
     let dpdk_changed = report
         .dpdk

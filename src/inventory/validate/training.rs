@@ -464,6 +464,7 @@ impl Validator<'_> {
                 ("vfio-pci", DpdkDriver::VfioPci),
                 ("mlx5", DpdkDriver::Mlx5),
                 ("af_packet", DpdkDriver::AfPacket),
+                ("af_xdp", DpdkDriver::AfXdp),
             ],
             defaults.driver,
         );

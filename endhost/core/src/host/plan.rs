@@ -30,6 +30,10 @@ pub struct HostNetworkPlan {
     /// Host preparation for the DPDK datapath; absent for kernel UDP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dpdk: Option<DpdkPrep>,
+    /// For DPDK's af_xdp device: the queues (combined channels) the NIC must have, one
+    /// AF_XDP socket each; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub af_xdp_queues: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

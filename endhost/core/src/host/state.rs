@@ -298,6 +298,7 @@ mod tests {
                 via: "10.1.1.1".parse().unwrap(),
             }],
             dpdk: None,
+            af_xdp_queues: None,
         }
     }
 

@@ -283,6 +283,9 @@ impl DpdkDatapath {
             .memory_mb
             .unwrap_or((pool_mb * 3 / 2 + 64) as u32);
         eal::preflight(config, Path::new("/sys")).map_err(error)?;
+        if let Some(vdev) = &config.dpdk.vdev {
+            await_memif_server(vdev)?;
+        }
         // An af_xdp device gets our XDP program, which leaves the kernel all but the
         // data port; the PMD loads the file when the queues are set up.
         let mut with_program = None;
@@ -385,12 +388,18 @@ impl DpdkDatapath {
             }
         }
         let (mut rx_desc, mut tx_desc) = (datapath.rx_ring, datapath.tx_ring);
+        // af_xdp pairs each RX queue with a TX queue (one AF_XDP socket each); the
+        // datapath sends on queue 0 alone.
+        // SAFETY: the shim wrote a NUL-terminated name.
+        let driver = unsafe { CStr::from_ptr(info.driver.as_ptr()) }.to_string_lossy();
+        let tx_queues = if driver == "net_af_xdp" { queues } else { 1 };
         let mut step = std::ptr::null();
         // SAFETY: a valid port, pool and outputs.
         let rc = unsafe {
             sys::shim_port_setup(
                 port,
                 queues,
+                tx_queues,
                 &mut rx_desc,
                 &mut tx_desc,
                 pool,
@@ -413,6 +422,7 @@ impl DpdkDatapath {
             )));
         }
         drop(with_program);
+        wait_for_link(port, &driver)?;
         let mut mac = sys::rte_ether_addr::default();
         // SAFETY: a valid port and output.
         check(
@@ -773,6 +783,67 @@ fn install_flow_rules(
                 unsafe { CStr::from_ptr(message) }.to_string_lossy()
             )));
         }
+    }
+    Ok(())
+}
+
+/// How long a started port's link may take to come up (a memif port's, until its peer
+/// process has connected).
+const LINK_PATIENCE: Duration = Duration::from_secs(20);
+
+/// A memif client's port cannot start before its server listens (DPDK 22.11 does not
+/// retry), so two processes started together would race: a client waits until the
+/// server's socket takes a connection.
+fn await_memif_server(vdev: &str) -> io::Result<()> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
+    let arg = |key: &str| vdev.split(',').find_map(|kv| kv.strip_prefix(key));
+    if !vdev.starts_with("net_memif") || arg("role=") != Some("client") {
+        return Ok(());
+    }
+    let Some(path) = arg("socket=").filter(|_| arg("socket-abstract=") == Some("no")) else {
+        return Ok(());
+    };
+    let since = Instant::now();
+    loop {
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(io::Error::from)?;
+        let address = UnixAddr::new(path).map_err(io::Error::from)?;
+        match connect(fd.as_raw_fd(), &address) {
+            Ok(()) => return Ok(()),
+            Err(e) if since.elapsed() > LINK_PATIENCE => {
+                return Err(error(format!(
+                    "no memif server listens on {path} ({e}) after {} s",
+                    LINK_PATIENCE.as_secs()
+                )));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Waits until the port's link is up: frames sent before would be lost.
+fn wait_for_link(port: u16, driver: &str) -> io::Result<()> {
+    let since = Instant::now();
+    // SAFETY: a started port.
+    while unsafe { sys::shim_link_up(port) } == 0 {
+        if since.elapsed() > LINK_PATIENCE {
+            let hint = if driver == "net_memif" {
+                " (net_memif: is the peer process running, on the same socket? A client \
+                 starts only once its server listens)"
+            } else {
+                ""
+            };
+            return Err(error(format!(
+                "the port's link ({driver}) did not come up within {} s{hint}",
+                LINK_PATIENCE.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
 }

@@ -191,24 +191,54 @@ pub fn pair_configs(
         .collect()
 }
 
+/// Whether `system` runs DPDK's memif: the two DPDK processes share memory, and only
+/// the control channel crosses the veth.
+fn memif(system: &System) -> bool {
+    system.vdev.as_deref() == Some("net_memif")
+}
+
+/// The memif socket of a run in `scratch` (a file both namespaces see).
+fn memif_socket(scratch: &Path, what: &str) -> std::path::PathBuf {
+    scratch.join(format!("{what}.memif"))
+}
+
+/// Host `rank`'s vdev for `driver`: over the veth end `eth0`, or for memif a shared
+/// memory interface on `socket` (host 1 the server, host 0 the client) with the veth's
+/// MAC, so frames are addressed as on the veth.
+fn vdev(driver: &str, pair: &Pair, rank: usize, socket: &Path) -> Result<String, String> {
+    if driver != "net_memif" {
+        return Ok(format!("{driver}0,iface=eth0"));
+    }
+    let mac = pair.mac(rank).map_err(|e| e.to_string())?;
+    let role = if rank == 1 { "server" } else { "client" };
+    Ok(format!(
+        "net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
+        socket.display()
+    ))
+}
+
 /// The two hosts' configurations for `system` on `pair`, with one RX queue (the
 /// per-core numbers are about one lcore's work), host i's DPDK RX lcore sleeping
-/// `idle_us[i]` µs when idle (0: busy polling).
+/// `idle_us[i]` µs when idle (0: busy polling); a memif pair meets on `socket`.
 fn configs(
     pair: &Pair,
     system: &System,
     idle_us: [u32; 2],
+    socket: &Path,
 ) -> Result<Vec<TransportConfig>, String> {
-    let dpdk = |rank: usize| {
-        system.vdev.as_ref().map(|vdev| DpdkOptions {
-            vdev: Some(format!("{vdev}0,iface=eth0")),
+    let dpdk = |rank: usize| -> Result<Option<DpdkOptions>, String> {
+        let Some(driver) = &system.vdev else {
+            return Ok(None);
+        };
+        Ok(Some(DpdkOptions {
+            vdev: Some(vdev(driver, pair, rank, socket)?),
             file_prefix: Some(pair.host(rank)),
             no_huge: true,
             rx_idle_sleep_us: idle_us[rank],
             ..DpdkOptions::default()
-        })
+        }))
     };
-    let mut configs = pair_configs(pair, [dpdk(0), dpdk(1)])?;
+    let mut configs = pair_configs(pair, [dpdk(0)?, dpdk(1)?])?;
     for config in &mut configs {
         config.job.datapath.rx_queues = 1;
     }
@@ -246,9 +276,18 @@ pub fn run(spec: &PairSpec, endhost: &Path, scratch: &Path) -> Result<PairReport
         // The blast: the receiving lcore busy-polls, the idle sending one sleeps. The
         // allreduce: both hosts receive, on two shared cores, so both lcores sleep
         // briefly when idle.
-        let files = write_configs(&configs(&pair, system, [1_000, 0])?, scratch, "blast")?;
-        let allreduce_files =
-            write_configs(&configs(&pair, system, [50, 50])?, scratch, "allreduce")?;
+        let blast_socket = memif_socket(scratch, "blast");
+        let allreduce_socket = memif_socket(scratch, "allreduce");
+        let files = write_configs(
+            &configs(&pair, system, [1_000, 0], &blast_socket)?,
+            scratch,
+            "blast",
+        )?;
+        let allreduce_files = write_configs(
+            &configs(&pair, system, [50, 50], &allreduce_socket)?,
+            scratch,
+            "allreduce",
+        )?;
         let blast = |rank: usize, role: &str| {
             pair.command(rank, exe)
                 .args(["bench", "blast", "--role", role, "--config"])
@@ -261,6 +300,13 @@ pub fn run(spec: &PairSpec, endhost: &Path, scratch: &Path) -> Result<PairReport
                 .map_err(|e| format!("cannot start endhost: {e}"))
         };
         let mut receiver = blast(1, "receive")?;
+        // A memif server's link comes up when its client connects (the client waits
+        // for the server to listen): the receiver is ready only once the sender runs.
+        let early_sender = if memif(system) {
+            Some(blast(0, "send")?)
+        } else {
+            None
+        };
         let mut lines = BufReader::new(receiver.stdout.take().expect("piped")).lines();
         match lines.next() {
             Some(Ok(line)) if line == "ready" => {}
@@ -272,7 +318,10 @@ pub fn run(spec: &PairSpec, endhost: &Path, scratch: &Path) -> Result<PairReport
                 ));
             }
         }
-        let sender = blast(0, "send")?;
+        let sender = match early_sender {
+            Some(sender) => sender,
+            None => blast(0, "send")?,
+        };
         let sent = sender.wait_with_output().map_err(|e| e.to_string())?;
         let received = lines.next().and_then(Result::ok).unwrap_or_default();
         let _ = receiver.wait();
@@ -282,19 +331,18 @@ pub fn run(spec: &PairSpec, endhost: &Path, scratch: &Path) -> Result<PairReport
         };
         let sender_end = end(&String::from_utf8_lossy(&sent.stdout), "sender")?;
         let receiver_end = end(&received, "receiver")?;
-        let children = (0..2)
-            .map(|rank| {
-                pair.command(rank, exe)
-                    .args(["run", "--json", "--config"])
-                    .arg(&allreduce_files[rank])
-                    .args(["--iterations", &spec.iterations.to_string()])
-                    .args(["--size", &spec.size_bytes.to_string()])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| format!("cannot start endhost: {e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let run = |rank: usize| {
+            pair.command(rank, exe)
+                .args(["run", "--json", "--config"])
+                .arg(&allreduce_files[rank])
+                .args(["--iterations", &spec.iterations.to_string()])
+                .args(["--size", &spec.size_bytes.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start endhost: {e}"))
+        };
+        let children = vec![run(0)?, run(1)?];
         let deadline = Instant::now() + Duration::from_secs(60 + 10 * u64::from(spec.iterations));
         let output = collect(children, deadline)
             .map_err(|e| format!("{}: allreduce: {e}", system.name()))?;

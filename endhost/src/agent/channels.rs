@@ -1,0 +1,183 @@
+//! The NIC's queues for DPDK's af_xdp device: one AF_XDP socket binds one queue, so the
+//! NIC needs at least as many combined channels as the transport's RX queues. Read and
+//! set through the ethtool ioctl (`ethtool -l` / `ethtool -L NIC combined N`).
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use endhost_core::host::{Step, StepStatus};
+
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_SCHANNELS: u32 = 0x3d;
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+
+/// `struct ethtool_channels` (linux/ethtool.h).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// A NIC's combined channels: how many it has and may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Channels {
+    pub combined: u32,
+    pub max_combined: u32,
+}
+
+fn ethtool(nic: &str, channels: &mut EthtoolChannels) -> io::Result<()> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    // SAFETY: ifreq is plain data.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    if nic.len() >= request.ifr_name.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "NIC name too long",
+        ));
+    }
+    for (dst, src) in request.ifr_name.iter_mut().zip(nic.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    request.ifr_ifru.ifru_data = (channels as *mut EthtoolChannels).cast();
+    // SAFETY: a valid socket, ifreq and the ethtool structure it points at.
+    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCETHTOOL, &mut request) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The NIC's channels; a NIC that reports none (a veth, many virtual NICs) has one
+/// queue, as DPDK's af_xdp device counts it.
+pub fn read(nic: &str) -> io::Result<Channels> {
+    let mut channels = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    match ethtool(nic, &mut channels) {
+        Ok(()) if channels.max_combined > 0 => Ok(Channels {
+            combined: channels.combined_count,
+            max_combined: channels.max_combined,
+        }),
+        Ok(()) => Ok(Channels {
+            combined: 1,
+            max_combined: 1,
+        }),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(Channels {
+            combined: 1,
+            max_combined: 1,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+fn set_combined(nic: &str, combined: u32) -> io::Result<()> {
+    let mut channels = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    ethtool(nic, &mut channels)?;
+    channels.cmd = ETHTOOL_SCHANNELS;
+    channels.combined_count = combined;
+    ethtool(nic, &mut channels)
+}
+
+/// What the NIC needs for `want` AF_XDP queues, given what it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Enough,
+    Raise,
+    Impossible,
+}
+
+pub fn decide(have: Channels, want: u32) -> Decision {
+    if have.combined >= want {
+        Decision::Enough
+    } else if have.max_combined >= want {
+        Decision::Raise
+    } else {
+        Decision::Impossible
+    }
+}
+
+/// The step: the NIC has `want` queues, or gets them (or, in check mode, would).
+pub fn step(nic: &str, want: u16, check: bool) -> Step {
+    const NAME: &str = "af_xdp queues";
+    let want = u32::from(want);
+    let have = match read(nic) {
+        Ok(have) => have,
+        Err(e) => {
+            return Step::failed(
+                NAME,
+                format!("read {nic}'s queues"),
+                format!("ethtool: {e}"),
+            );
+        }
+    };
+    match decide(have, want) {
+        Decision::Enough => Step::new(
+            NAME,
+            format!(
+                "{nic} has {} queue(s); the transport uses {want}",
+                have.combined
+            ),
+            StepStatus::Ok,
+        ),
+        Decision::Raise => {
+            let action = format!(
+                "set {nic}'s combined queues from {} to {want} (ethtool -L)",
+                have.combined
+            );
+            if check {
+                return Step::new(NAME, action, StepStatus::WouldChange);
+            }
+            match set_combined(nic, want) {
+                Ok(()) => Step::new(NAME, action, StepStatus::Changed),
+                Err(e) => Step::failed(NAME, action, format!("ethtool: {e}")),
+            }
+        }
+        Decision::Impossible => Step::failed(
+            NAME,
+            format!("give {nic} {want} queue(s) for AF_XDP"),
+            format!(
+                "{nic} offers at most {} queue(s): set training.datapath.rx_queues to {} or fewer",
+                have.max_combined, have.max_combined
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queues_are_enough_raised_or_impossible() {
+        let nic = |combined, max_combined| Channels {
+            combined,
+            max_combined,
+        };
+        assert_eq!(decide(nic(8, 8), 4), Decision::Enough);
+        assert_eq!(decide(nic(2, 16), 4), Decision::Raise);
+        assert_eq!(decide(nic(1, 1), 4), Decision::Impossible);
+        assert_eq!(decide(nic(1, 1), 1), Decision::Enough);
+    }
+
+    #[test]
+    fn loopback_reports_one_queue() {
+        // lo has no channels (EOPNOTSUPP): one queue, as DPDK counts it.
+        let lo = read("lo").unwrap();
+        assert_eq!((lo.combined, lo.max_combined), (1, 1));
+        let step = step("lo", 4, true);
+        assert_eq!(step.status, StepStatus::Failed, "{step:?}");
+        assert!(step.reason.unwrap().contains("rx_queues to 1 or fewer"));
+    }
+}

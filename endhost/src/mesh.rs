@@ -258,7 +258,12 @@ fn listen_on(address: SocketAddrV4, tos: u8) -> io::Result<TcpListener> {
 
 async fn write_hello(stream: &mut TcpStream, job: u32, rank: u16) -> io::Result<()> {
     let mut frame = Vec::new();
-    Control::Hello { job, rank }.encode(&mut frame);
+    Control::Hello {
+        version: endhost_core::wire::VERSION,
+        job,
+        rank,
+    }
+    .encode(&mut frame);
     stream.write_all(&frame).await
 }
 
@@ -268,7 +273,14 @@ async fn read_hello(stream: &mut TcpStream, job: u32) -> Result<(u16, Vec<u8>), 
     let mut chunk = [0u8; 64];
     loop {
         match Control::decode(&mut buf) {
-            Ok(Some(Control::Hello { job: j, rank })) if j == job => return Ok((rank, buf)),
+            Ok(Some(Control::Hello { version, .. })) if version != endhost_core::wire::VERSION => {
+                return Err(format!(
+                    "speaks wire version {version}, this transport {}: run the same endhost \
+                     on every host",
+                    endhost_core::wire::VERSION
+                ));
+            }
+            Ok(Some(Control::Hello { job: j, rank, .. })) if j == job => return Ok((rank, buf)),
             Ok(Some(Control::Hello { job: j, .. })) => {
                 return Err(format!("belongs to job {j}, not {job}"));
             }
@@ -368,7 +380,12 @@ mod tests {
                 let (mut stream, _) = lower.accept().await.unwrap();
                 read_hello(&mut stream, 5).await.unwrap();
                 let mut bytes = Vec::new();
-                Control::Hello { job: 5, rank: 0 }.encode(&mut bytes);
+                Control::Hello {
+                    version: endhost_core::wire::VERSION,
+                    job: 5,
+                    rank: 0,
+                }
+                .encode(&mut bytes);
                 Control::Ready { id, handle: 9 }.encode(&mut bytes);
                 stream.write_all(&bytes).await.unwrap();
                 stream

@@ -184,6 +184,7 @@ impl Transport {
             tagging: config.job.tagging.clone(),
             paths: paths.iter().map(Vec::len).collect(),
             early_exit: config.job.timeouts.early_exit,
+            handle_seed: random_seed(),
         };
         let timeouts = config.job.timeouts;
         let thread_wake = wake.clone();
@@ -388,4 +389,12 @@ impl Drop for Transport {
             let _ = thread.join();
         }
     }
+}
+
+/// 32 random bits: std's randomly keyed SipHash, keyed afresh for each call.
+fn random_seed() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.finish() as u32
 }

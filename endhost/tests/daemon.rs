@@ -50,7 +50,13 @@ fn launched_transports_serve_allreduces_and_stop() {
         // Without --socket-group, the socket is its owner's alone.
         let socket = std::fs::metadata(ranks.file(r, "sock")).unwrap();
         assert_eq!(socket.permissions().mode() & 0o777, 0o600);
-        assert!(!status_as_nobody(&ranks.file(r, "sock")).status.success());
+        let refused = status_as_nobody(&ranks.file(r, "sock"));
+        assert!(!refused.status.success(), "{}", text(&refused));
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("Permission denied"),
+            "the socket refused user nobody: {}",
+            text(&refused)
+        );
     }
     let clients: Vec<_> = (0..world)
         .map(|r| {

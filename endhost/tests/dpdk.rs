@@ -240,6 +240,7 @@ fn xdp_attached(h: &Hosts, rank: usize) -> String {
         .args(["-details", "link", "show", "eth0"])
         .output()
         .unwrap();
+    assert!(out.status.success(), "ip link: {}", text(&out));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains("prog/xdp") || l.trim_start().starts_with("xdp"))

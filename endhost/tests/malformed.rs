@@ -31,6 +31,7 @@ fn endpoint() -> (Endpoint, Rc<RefCell<Vec<f32>>>, u32) {
         },
         paths: vec![1; 3],
         early_exit: false,
+        handle_seed: 0,
     };
     let mut endpoint = Endpoint::new(config, 0);
     let buffer = Rc::new(RefCell::new(vec![0.0f32; LEN]));

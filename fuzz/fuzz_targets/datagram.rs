@@ -34,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
         },
         paths: vec![1; 3],
         early_exit: true,
+        handle_seed: 0,
     };
     let mut endpoint = Endpoint::new(config, 0);
     let buffer = Rc::new(RefCell::new(vec![0.0f32; 1000]));

@@ -56,7 +56,8 @@ pub struct DpdkOptions {
 /// Settings shared by every host of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobConfig {
-    /// Packets carrying another job's id are dropped and counted.
+    /// The job: peers' HELLOs must name it; data packets carry its low byte (the job
+    /// tag), and packets with another are dropped and counted.
     pub job_id: u32,
     pub world_size: u32,
     /// Largest fraction of a tensor that may be lost (p); 0 means exact delivery.
@@ -142,7 +143,8 @@ pub struct RateControl {
     pub alpha_mbps: f64,
     /// Multiplicative decrease factor.
     pub beta: f64,
-    /// The receiver acknowledges every this many data packets.
+    /// The sender asks for an acknowledgement of every this many first-pass data
+    /// packets to a peer (an RTT sample).
     pub ack_every: u32,
 }
 

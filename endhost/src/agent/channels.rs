@@ -1,6 +1,8 @@
-//! The NIC's queues for DPDK's af_xdp device: one AF_XDP socket binds one queue, so the
-//! NIC needs at least as many combined channels as the transport's RX queues. Read and
-//! set through the ethtool ioctl (`ethtool -l` / `ethtool -L NIC combined N`).
+//! The NIC's queues for DPDK's af_xdp device: one AF_XDP socket binds one queue, and
+//! the NIC's RSS spreads the data port over all its queues, so the NIC needs exactly as
+//! many combined channels as the transport's RX queues (a datagram on a queue without a
+//! socket would pass to the kernel and be lost). Read and set through the ethtool ioctl
+//! (`ethtool -l` / `ethtool -L NIC combined N`).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -93,16 +95,16 @@ fn set_combined(nic: &str, combined: u32) -> io::Result<()> {
 /// What the NIC needs for `want` AF_XDP queues, given what it has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Enough,
-    Raise,
+    AsPlanned,
+    Set,
     Impossible,
 }
 
 pub fn decide(have: Channels, want: u32) -> Decision {
-    if have.combined >= want {
-        Decision::Enough
+    if have.combined == want {
+        Decision::AsPlanned
     } else if have.max_combined >= want {
-        Decision::Raise
+        Decision::Set
     } else {
         Decision::Impossible
     }
@@ -123,17 +125,15 @@ pub fn step(nic: &str, want: u16, check: bool) -> Step {
         }
     };
     match decide(have, want) {
-        Decision::Enough => Step::new(
+        Decision::AsPlanned => Step::new(
             NAME,
-            format!(
-                "{nic} has {} queue(s); the transport uses {want}",
-                have.combined
-            ),
+            format!("{nic} has {want} queue(s), one per AF_XDP socket"),
             StepStatus::Ok,
         ),
-        Decision::Raise => {
+        Decision::Set => {
             let action = format!(
-                "set {nic}'s combined queues from {} to {want} (ethtool -L)",
+                "set {nic}'s combined queues from {} to {want} (ethtool -L), one per \
+                 AF_XDP socket",
                 have.combined
             );
             if check {
@@ -160,15 +160,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queues_are_enough_raised_or_impossible() {
+    fn queues_are_as_planned_set_or_impossible() {
         let nic = |combined, max_combined| Channels {
             combined,
             max_combined,
         };
-        assert_eq!(decide(nic(8, 8), 4), Decision::Enough);
-        assert_eq!(decide(nic(2, 16), 4), Decision::Raise);
+        assert_eq!(decide(nic(4, 8), 4), Decision::AsPlanned);
+        assert_eq!(decide(nic(2, 16), 4), Decision::Set);
+        // More queues than sockets: RSS would hand datagrams to queues nobody reads.
+        assert_eq!(decide(nic(8, 8), 4), Decision::Set);
         assert_eq!(decide(nic(1, 1), 4), Decision::Impossible);
-        assert_eq!(decide(nic(1, 1), 1), Decision::Enough);
+        assert_eq!(decide(nic(1, 1), 1), Decision::AsPlanned);
     }
 
     #[test]

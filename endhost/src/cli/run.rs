@@ -111,7 +111,8 @@ pub fn run(options: Args) -> anyhow::Result<()> {
                         "delivered": done.delivered, "exact": exact,
                         "link": {"busy_s": secs(|l| l.busy_ns),
                             "rate_limited_s": secs(|l| l.rate_limited_ns),
-                            "idle_s": secs(|l| l.idle_ns)},
+                            "idle_s": secs(|l| l.idle_ns),
+                            "late_s": secs(|l| l.late_ns)},
                         "packets_sent": packets(&after, |p| p.packets_sent)
                             - packets(&before, |p| p.packets_sent),
                         "packets_retransmitted": packets(&after, |p| p.packets_retransmitted)

@@ -30,7 +30,8 @@ struct Shared {
 }
 
 /// More connections than a host's training processes and their tools need; past it a
-/// new one is closed at once, so a runaway client cannot hold the transport's memory.
+/// new one is closed at once. Each connection holds one request's values at most
+/// (`MAX_VALUES`), so this bounds what clients can make the transport hold.
 const MAX_CONNECTIONS: usize = 64;
 
 /// What a round's members get back: one result for all.
@@ -44,18 +45,29 @@ struct Rounds {
     /// Local ranks whose process left (its connection closed) and has not attached
     /// again: rounds stop waiting for them.
     departed: Vec<bool>,
+    /// The first round each local rank takes part in: a process that came back after
+    /// leaving owes nothing to the rounds before it.
+    joined_at: Vec<u64>,
     open: HashMap<u64, Round>,
 }
 
 impl Rounds {
-    /// Round `seq` if every local rank has given its part or left; taken out of `open`.
+    fn new(members: usize) -> Rounds {
+        Rounds {
+            next: vec![0; members],
+            departed: vec![false; members],
+            joined_at: vec![0; members],
+            open: HashMap::new(),
+        }
+    }
+
+    /// Round `seq` if every local rank has given its part, left, or joined after it;
+    /// taken out of `open`.
     fn take_if_ready(&mut self, seq: u64) -> Option<Round> {
         let round = self.open.get(&seq)?;
-        let ready = round
-            .parts
-            .iter()
-            .zip(&self.departed)
-            .all(|(part, departed)| part.is_some() || *departed);
+        let ready = round.parts.iter().enumerate().all(|(rank, part)| {
+            part.is_some() || self.departed[rank] || seq < self.joined_at[rank]
+        });
         if ready { self.open.remove(&seq) } else { None }
     }
 
@@ -83,10 +95,13 @@ impl Rounds {
     }
 
     /// Local rank `rank` attaches: a process that comes back after leaving starts at
-    /// the host's newest round, not at the rounds the others already gave up on.
+    /// the host's newest round, not at the rounds the others already gave up on (they
+    /// were failed when it left, and no longer wait for it).
     fn arrive(&mut self, rank: usize) {
         if std::mem::take(&mut self.departed[rank]) {
-            self.next[rank] = self.next.iter().copied().max().unwrap_or(0);
+            let newest = self.next.iter().copied().max().unwrap_or(0);
+            self.next[rank] = newest;
+            self.joined_at[rank] = newest;
         }
     }
 }
@@ -126,11 +141,7 @@ pub async fn serve(
     let shared = Rc::new(Shared {
         transport,
         next_tensor: Mutex::new(0),
-        rounds: RefCell::new(Rounds {
-            next: vec![0; local_ranks],
-            departed: vec![false; local_ranks],
-            open: HashMap::new(),
-        }),
+        rounds: RefCell::new(Rounds::new(local_ranks)),
         claimed: RefCell::new(vec![false; local_ranks]),
         connections: std::cell::Cell::new(0),
     });
@@ -184,9 +195,13 @@ async fn client(stream: UnixStream, shared: &Rc<Shared>) -> io::Result<()> {
     let result = serve_client(&mut c, shared).await;
     if let Some(rank) = c.local_rank {
         shared.claimed.borrow_mut()[rank] = false;
-        let ready = shared.rounds.borrow_mut().depart(rank);
-        for (_, round) in ready {
-            finish(shared, round);
+        // With one local rank every round runs as it comes: nobody waits for it, and
+        // a later unattached client (`endhost allreduce`) is rank 0 too.
+        if shared.claimed.borrow().len() > 1 {
+            let ready = shared.rounds.borrow_mut().depart(rank);
+            for (_, round) in ready {
+                finish(shared, round);
+            }
         }
     }
     result
@@ -414,25 +429,28 @@ async fn contribute(shared: &Rc<Shared>, contribution: Contribution) -> Outcome 
 /// became ready.
 fn finish(shared: &Rc<Shared>, round: Round) {
     let shared = Rc::clone(shared);
+    if let Some(why) = round.spoiled {
+        // The members hear why at once; the other hosts run this allreduce, so the
+        // host takes part with zeros and the next one is the same collective
+        // everywhere. Only the length is kept.
+        let outcome: Outcome = Rc::new(Err(why));
+        for waiter in round.waiters {
+            let _ = waiter.send(Rc::clone(&outcome));
+        }
+        let values = round.parts.iter().flatten().next().map_or(0, Vec::len);
+        drop(round.parts);
+        tokio::task::spawn_local(async move {
+            let mut next = shared.next_tensor.lock().await;
+            let spec = shared.transport.allreduce_spec(*next, vec![0.0; values], 0);
+            *next = next.wrapping_add(1);
+            let _ = shared.transport.allreduce(spec).await;
+        });
+        return;
+    }
     tokio::task::spawn_local(async move {
         let mut next = shared.next_tensor.lock().await;
         let tensor = *next;
         *next = next.wrapping_add(1);
-        if let Some(why) = round.spoiled {
-            // The members hear why at once; the other hosts run this allreduce, so
-            // the host takes part with zeros and the next one is the same collective
-            // everywhere.
-            let outcome: Outcome = Rc::new(Err(why));
-            for waiter in round.waiters {
-                let _ = waiter.send(Rc::clone(&outcome));
-            }
-            let values = round.parts.iter().flatten().next().map_or(0, Vec::len);
-            let spec = shared
-                .transport
-                .allreduce_spec(tensor, vec![0.0; values], 0);
-            let _ = shared.transport.allreduce(spec).await;
-            return;
-        }
         // In local-rank order, so the sum is the same bits on every run.
         let mut parts = round.parts.into_iter().flatten();
         let mut data = parts.next().unwrap_or_default();
@@ -493,11 +511,7 @@ mod tests {
     use super::*;
 
     fn rounds(members: usize) -> Rounds {
-        Rounds {
-            next: vec![0; members],
-            departed: vec![false; members],
-            open: HashMap::new(),
-        }
+        Rounds::new(members)
     }
 
     fn give(rounds: &mut Rounds, rank: usize) -> u64 {
@@ -561,6 +575,35 @@ mod tests {
         assert_eq!(ready.len(), 1);
         assert!(ready[0].1.spoiled.is_some());
         assert!(r.open.is_empty());
+    }
+
+    #[test]
+    fn rounds_before_a_returning_process_do_not_wait_for_it() {
+        let mut r = rounds(3);
+        // Rank 2 left; rank 0 gave rounds 0..=5, rank 1 rounds 0..=4.
+        r.depart(2);
+        for _ in 0..6 {
+            give(&mut r, 0);
+        }
+        for seq in 0..5 {
+            give(&mut r, 1);
+            assert!(r.take_if_ready(seq).is_some(), "round {seq}");
+        }
+        // Rank 2 comes back at round 6; round 5 still runs once rank 1 gives it.
+        r.arrive(2);
+        assert_eq!(r.next[2], 6);
+        assert!(
+            r.take_if_ready(5).is_none(),
+            "rank 1 has still to give round 5"
+        );
+        assert_eq!(give(&mut r, 1), 5);
+        assert!(r.take_if_ready(5).is_some());
+        // Round 6 waits for all three again.
+        give(&mut r, 0);
+        give(&mut r, 1);
+        assert!(r.take_if_ready(6).is_none());
+        give(&mut r, 2);
+        assert!(r.take_if_ready(6).is_some());
     }
 
     #[test]

@@ -118,6 +118,8 @@ impl Sim {
                     tagging: tagging(8),
                     paths: vec![2; usize::from(world)],
                     early_exit: timeouts.early_exit,
+                    // Each end its own handles, as with random seeds.
+                    handle_seed: (seed as u32) ^ u32::from(rank).wrapping_mul(2_654_435_761),
                 };
                 // Small pieces, so that most collectives here are pipelined.
                 Engine::new(Endpoint::new(config, 0), timeouts).with_slice_elems(400)

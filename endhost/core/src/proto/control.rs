@@ -13,8 +13,9 @@ pub const MAX_RANGES: usize = 8192;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
-    /// First frame on a connection: who is speaking.
-    Hello { job: u32, rank: u16 },
+    /// First frame on a connection: who is speaking, and the wire version it speaks
+    /// (version 1's HELLO had none: read as 1).
+    Hello { version: u8, job: u32, rank: u16 },
     /// The receiver has a buffer for the message: send (the rendezvous). Its data
     /// packets carry `handle`, the receiver's name for the message.
     Ready { id: MessageId, handle: u32 },
@@ -66,8 +67,9 @@ impl Control {
         let start = out.len();
         out.extend_from_slice(&[0; 4]);
         match self {
-            Control::Hello { job, rank } => {
+            Control::Hello { version, job, rank } => {
                 out.push(HELLO);
+                out.push(*version);
                 out.extend_from_slice(&job.to_be_bytes());
                 out.extend_from_slice(&rank.to_be_bytes());
             }
@@ -151,6 +153,7 @@ fn parse(frame: &[u8]) -> Result<Control, FrameError> {
     let mut r = Reader(rest);
     let control = match kind {
         HELLO => Control::Hello {
+            version: if r.0.len() == 6 { 1 } else { r.take::<1>()?[0] },
             job: r.u32()?,
             rank: r.u16()?,
         },
@@ -195,7 +198,11 @@ mod tests {
     #[test]
     fn frames_round_trip_and_split_anywhere() {
         let messages = [
-            Control::Hello { job: 7, rank: 3 },
+            Control::Hello {
+                version: 2,
+                job: 7,
+                rank: 3,
+            },
             Control::Ready {
                 id: id(),
                 handle: 0xdead_beef,
@@ -222,6 +229,19 @@ mod tests {
         }
         assert_eq!(out, messages);
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_version_1_hello_reads_as_version_1() {
+        let mut frame = vec![0, 0, 0, 7, HELLO, 0, 0, 0, 7, 0, 3];
+        assert_eq!(
+            Control::decode(&mut frame),
+            Ok(Some(Control::Hello {
+                version: 1,
+                job: 7,
+                rank: 3
+            }))
+        );
     }
 
     #[test]

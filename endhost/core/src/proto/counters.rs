@@ -70,6 +70,9 @@ pub struct LinkTime {
     pub busy_ns: u64,
     pub rate_limited_ns: u64,
     pub idle_ns: u64,
+    /// Of `busy_ns`, line time lost because the driver woke later than the pacer's
+    /// burst allowance (tokens the full bucket could not hold while data waited).
+    pub late_ns: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

@@ -89,6 +89,10 @@ pub struct EndpointConfig {
     /// and the missing data has not come within an adaptive grace period (off: every
     /// receive gets 1 − p).
     pub early_exit: bool,
+    /// Where this endpoint's message handles start. The driver gives a random one, so a
+    /// restarted endpoint's handles differ from its predecessor's and a stray packet
+    /// from before the restart finds no receive.
+    pub handle_seed: u32,
 }
 
 impl EndpointConfig {
@@ -310,9 +314,7 @@ impl Endpoint {
             sends: HashMap::new(),
             recvs: HashMap::new(),
             recv_handles: HashMap::new(),
-            // Handles differ from a restarted endpoint's, so its predecessor's stray
-            // packets find no receive.
-            next_handle: (now ^ u64::from(config.job).wrapping_mul(0x9e37_79b9_7f4a_7c15)) as u32,
+            next_handle: config.handle_seed,
             rotation: VecDeque::new(),
             link: Pacer::new(now),
             next_order: 0,
@@ -752,7 +754,14 @@ impl Endpoint {
     fn account(&mut self, now: u64) {
         let elapsed = now.saturating_sub(self.activity_since);
         self.activity_since = now;
+        // The line's tokens the bucket spilled while data waited for them.
+        let frame = self.frame_bytes();
+        self.link.has(now, self.config.line_bps, frame);
+        let spilled = self.link.take_spilled();
         let link = &mut self.counters.link;
+        if self.activity == Activity::Busy {
+            link.late_ns += (spilled * 8e9 / self.config.line_bps) as u64;
+        }
         *match self.activity {
             Activity::Busy => &mut link.busy_ns,
             Activity::RateLimited => &mut link.rate_limited_ns,
@@ -964,6 +973,7 @@ mod tests {
             },
             paths: vec![1; usize::from(world)],
             early_exit: false,
+            handle_seed: 0,
         };
         Endpoint::new(config, 0)
     }

@@ -86,6 +86,9 @@ impl Timely {
 pub struct Pacer {
     tokens: f64,
     updated_ns: u64,
+    /// Bytes of rate the full bucket could not hold since the last look: sending time
+    /// lost if data was waiting (a late wake-up).
+    spilled: f64,
 }
 
 /// How long a burst may be, in time at the current rate.
@@ -96,6 +99,7 @@ impl Pacer {
         Pacer {
             tokens: 0.0,
             updated_ns: now_ns,
+            spilled: 0.0,
         }
     }
 
@@ -105,9 +109,16 @@ impl Pacer {
 
     fn refill(&mut self, now_ns: u64, rate_bps: f64, packet: usize) {
         let elapsed = now_ns.saturating_sub(self.updated_ns) as f64;
-        self.tokens =
-            (self.tokens + elapsed * rate_bps / 8e9).min(Self::capacity(rate_bps, packet));
+        let filled = self.tokens + elapsed * rate_bps / 8e9;
+        let capacity = Self::capacity(rate_bps, packet);
+        self.spilled += (filled - capacity).max(0.0);
+        self.tokens = filled.min(capacity);
         self.updated_ns = now_ns;
+    }
+
+    /// The bytes spilled since the last call (see `spilled`).
+    pub fn take_spilled(&mut self) -> f64 {
+        std::mem::take(&mut self.spilled)
     }
 
     /// Whether the bucket holds `bytes`.

@@ -1,21 +1,23 @@
 //! The DPDK datapath: a poll-mode driver port instead of kernel sockets (OptiReduce's
 //! UBT layer, on DPDK 22.11 through our `dpdk-sys`).
 //!
-//! One port, `rx_queues` RX queues and one TX queue, rings of `rx_ring`/`tx_ring`
-//! descriptors, one mempool sized from them. Each RX queue has an EAL lcore of its own
+//! One port, `rx_queues` RX queues and one TX queue (af_xdp: one per RX queue, which
+//! it pairs; we send on the first), rings of `rx_ring`/`tx_ring` descriptors, one
+//! mempool sized from them. Each RX queue has an EAL lcore of its own
 //! that polls it, checks every frame down to its UDP payload ([`super::frame`]: ours,
 //! to one of this host's addresses and the data port, valid checksums), trims the
 //! mbuf to the payload and hands it over a single-producer ring to the datapath
 //! thread, which reads the payload in place and frees the mbuf. Senders put the
-//! packet's lane (its message handle, modulo the lanes) in the UDP source port, so a NIC's RSS keeps
-//! concurrent buckets on different queues and rings, in order within each.
+//! packet's lane (its message handle, modulo the lanes) in the UDP source port, so a
+//! NIC's RSS keeps concurrent buckets on different queues and rings, in order within
+//! each.
 //!
 //! Frames are built here: the next hop's MAC from the IP=MAC map, the destination a
 //! peer's path address, the TOS byte (DSCP, ECN) the protocol chose, IPv4 and UDP
 //! checksums in software. The UDP payload is the kernel datapath's, byte for byte.
 //!
-//! One DPDK datapath per process: the EAL starts once and the port is not released
-//! until the process ends.
+//! One DPDK datapath per process: the EAL starts once; the port is closed when the
+//! datapath is dropped (af_xdp: detaching our XDP program), or when starting fails.
 
 mod eal;
 pub mod flow;
@@ -374,6 +376,9 @@ impl DpdkDatapath {
                 eal::strerror(rte_errno())
             )));
         }
+        // Until the datapath owns the port, a failure closes it: af_xdp's program
+        // would otherwise stay on the interface after this process.
+        let mut port_guard = PortGuard { port, armed: true };
         if config.dpdk.isolate {
             let mut message = std::ptr::null();
             // SAFETY: a valid, not yet configured port; the shim points `message` at a
@@ -448,6 +453,7 @@ impl DpdkDatapath {
         if config.dpdk.isolate {
             install_flow_rules(port, &addresses, config.job.ports.data, queues)?;
         }
+        port_guard.armed = false;
         let mut datapath_out = DpdkDatapath {
             port,
             pool,
@@ -793,9 +799,9 @@ const LINK_PATIENCE: Duration = Duration::from_secs(20);
 
 /// A memif client's port cannot start before its server listens (DPDK 22.11 does not
 /// retry), so two processes started together would race: a client waits until the
-/// server's socket takes a connection.
+/// server's socket file is there, then a moment more (the server binds, then listens).
+/// It does not probe the socket: the server's listen backlog is one connection.
 fn await_memif_server(vdev: &str) -> io::Result<()> {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
     let arg = |key: &str| vdev.split(',').find_map(|kv| kv.strip_prefix(key));
     if !vdev.starts_with("net_memif") || arg("role=") != Some("client") {
         return Ok(());
@@ -804,26 +810,17 @@ fn await_memif_server(vdev: &str) -> io::Result<()> {
         return Ok(());
     };
     let since = Instant::now();
-    loop {
-        let fd = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .map_err(io::Error::from)?;
-        let address = UnixAddr::new(path).map_err(io::Error::from)?;
-        match connect(fd.as_raw_fd(), &address) {
-            Ok(()) => return Ok(()),
-            Err(e) if since.elapsed() > LINK_PATIENCE => {
-                return Err(error(format!(
-                    "no memif server listens on {path} ({e}) after {} s",
-                    LINK_PATIENCE.as_secs()
-                )));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+    while !Path::new(path).exists() {
+        if since.elapsed() > LINK_PATIENCE {
+            return Err(error(format!(
+                "no memif server made {path} within {} s",
+                LINK_PATIENCE.as_secs()
+            )));
         }
+        std::thread::sleep(Duration::from_millis(20));
     }
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(())
 }
 
 /// Waits until the port's link is up: frames sent before would be lost.
@@ -846,4 +843,22 @@ fn wait_for_link(port: u16, driver: &str) -> io::Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
+}
+
+/// Stops and closes a port whose datapath was never made (see `start`).
+struct PortGuard {
+    port: u16,
+    armed: bool,
+}
+
+impl Drop for PortGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            // SAFETY: nothing else uses the port: its datapath does not exist.
+            unsafe {
+                sys::rte_eth_dev_stop(self.port);
+                sys::rte_eth_dev_close(self.port);
+            }
+        }
+    }
 }

@@ -33,25 +33,41 @@ pub fn program_for(object: &[u8], data_port: u16) -> Result<Vec<u8>, String> {
     Ok(program)
 }
 
-/// The program written to a file of its own for the PMD to load; removed when dropped
-/// (the PMD has loaded it by then).
-pub struct ProgramFile(PathBuf);
+/// The program written for the PMD to load, in a directory of its own that only this
+/// user may enter (a root process writing a guessable path in /tmp could be sent
+/// through a symlink); both removed when dropped (the PMD has loaded it by then).
+pub struct ProgramFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
 
 impl ProgramFile {
-    pub fn write(dir: &Path, name: &str, program: &[u8]) -> std::io::Result<ProgramFile> {
-        let path = dir.join(format!("endhost-{name}-{}.xdp.o", std::process::id()));
-        std::fs::write(&path, program)?;
-        Ok(ProgramFile(path))
+    pub fn write(under: &Path, name: &str, program: &[u8]) -> std::io::Result<ProgramFile> {
+        use std::io::Write;
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = under.join(format!("endhost-xdp-{name}-{}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let file = ProgramFile {
+            path: dir.join("xdp_redirect.o"),
+            dir,
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file.path)?
+            .write_all(program)?;
+        Ok(file)
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 impl Drop for ProgramFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
@@ -83,6 +99,21 @@ mod tests {
         let object = dpdk_sys::XDP_REDIRECT_OBJECT;
         assert!(program_for(object, 11000).is_ok());
         assert!(object.windows(8).any(|w| w == b"xsks_map"));
+    }
+
+    #[test]
+    fn the_file_is_private_and_goes_when_dropped() {
+        use std::os::unix::fs::PermissionsExt;
+        let under = std::env::temp_dir();
+        let file = ProgramFile::write(&under, "test", b"program").unwrap();
+        assert_eq!(std::fs::read(file.path()).unwrap(), b"program");
+        let dir = file.path().parent().unwrap().to_path_buf();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // A second writer in this process (the same name) is refused, not followed.
+        assert!(ProgramFile::write(&under, "test", b"other").is_err());
+        drop(file);
+        assert!(!dir.exists());
     }
 
     #[test]

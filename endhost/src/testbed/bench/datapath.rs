@@ -312,6 +312,9 @@ pub fn run(spec: &PairSpec, endhost: &Path, scratch: &Path) -> Result<PairReport
             Some(Ok(line)) if line == "ready" => {}
             other => {
                 let _ = receiver.kill();
+                if let Some(mut sender) = early_sender {
+                    let _ = sender.kill();
+                }
                 return Err(format!(
                     "{}: the receiver did not start: {other:?}",
                     system.name()

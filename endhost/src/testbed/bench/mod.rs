@@ -64,6 +64,8 @@ pub struct TimeSplit {
     /// Nothing to send: the rendezvous (READY), STOP and probe round trips, waiting
     /// for a peer's data for the next step.
     pub idle: f64,
+    /// Of the busy time, line time lost to wake-ups later than the pacer's burst.
+    pub late: f64,
     /// The optimum over the busy time: the share of the link's busy time that was
     /// payload; the wire's ceiling (headers) is [`wire_ceiling`].
     pub payload_of_busy: f64,
@@ -133,12 +135,14 @@ impl std::fmt::Display for BenchReport {
             if let Some(s) = &r.split {
                 writeln!(
                     f,
-                    "  {} time (rank 0, median iteration): link busy {:.1}%, held by rate \
-                     control {:.1}%, idle {:.1}% (rendezvous, STOP and probe round trips, \
-                     waiting for a step's data); payload {:.1}% of the busy time (wire \
-                     ceiling {:.1}%); {:.2}% of packets resent",
+                    "  {} time (rank 0, median iteration): link busy {:.1}% (of it lost to \
+                     late wake-ups {:.1}%), held by rate control {:.1}%, idle {:.1}% \
+                     (rendezvous, STOP and probe round trips, waiting for a step's data); \
+                     payload {:.1}% of the busy time (wire ceiling {:.1}%); {:.2}% of \
+                     packets resent",
                     r.system,
                     s.busy * 100.0,
+                    s.late * 100.0,
                     s.rate_limited * 100.0,
                     s.idle * 100.0,
                     s.payload_of_busy * 100.0,
@@ -295,6 +299,7 @@ pub(crate) fn split(output: &str, optimum: f64) -> Option<TimeSplit> {
             let link = v.get("link")?;
             let part = |k: &str| link.get(k).and_then(serde_json::Value::as_f64);
             let (busy, limited, idle) = (part("busy_s")?, part("rate_limited_s")?, part("idle_s")?);
+            let late = part("late_s").unwrap_or(0.0);
             let total = (busy + limited + idle).max(1e-9);
             let sent = v.get("packets_sent")?.as_f64()?.max(1.0);
             let resent = v.get("packets_retransmitted")?.as_f64()?;
@@ -304,6 +309,7 @@ pub(crate) fn split(output: &str, optimum: f64) -> Option<TimeSplit> {
                     busy: busy / total,
                     rate_limited: limited / total,
                     idle: idle / total,
+                    late: late / total,
                     payload_of_busy: optimum / busy.max(1e-9),
                     retransmitted: resent / sent,
                 },

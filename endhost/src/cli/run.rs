@@ -97,6 +97,9 @@ pub fn run(options: Args) -> anyhow::Result<()> {
             let done = transport.allreduce(spec).await?;
             let seconds = started.elapsed().as_secs_f64();
             let after = transport.counters().await?;
+            // Every rank's allreduce is over before any checks its result: the check
+            // would take the CPU from a rank still finishing (hosts share cores here).
+            transport.allreduce(barrier(&transport)).await?;
             let exact = workload::exact_fraction(&done.data, world);
             if json {
                 let secs = |f: fn(&LinkTime) -> u64| {

@@ -70,8 +70,9 @@ pub struct LinkTime {
     pub busy_ns: u64,
     pub rate_limited_ns: u64,
     pub idle_ns: u64,
-    /// Of `busy_ns`, line time lost because the driver woke later than the pacer's
-    /// burst allowance (tokens the full bucket could not hold while data waited).
+    /// Of `busy_ns`, line time lost because the driver polled later than the pacer's
+    /// burst allowance (tokens the full bucket could not hold while data waited): a
+    /// late timer, or the datapath thread waiting for a CPU.
     pub late_ns: u64,
 }
 

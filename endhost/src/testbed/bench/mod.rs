@@ -64,7 +64,8 @@ pub struct TimeSplit {
     /// Nothing to send: the rendezvous (READY), STOP and probe round trips, waiting
     /// for a peer's data for the next step.
     pub idle: f64,
-    /// Of the busy time, line time lost to wake-ups later than the pacer's burst.
+    /// Of the busy time, line time lost because the datapath thread polled later than
+    /// the pacer's burst allows (a late timer, or no CPU free for it).
     pub late: f64,
     /// The optimum over the busy time: the share of the link's busy time that was
     /// payload; the wire's ceiling (headers) is [`wire_ceiling`].
@@ -136,7 +137,8 @@ impl std::fmt::Display for BenchReport {
                 writeln!(
                     f,
                     "  {} time (rank 0, median iteration): link busy {:.1}% (of it lost to \
-                     late wake-ups {:.1}%), held by rate control {:.1}%, idle {:.1}% \
+                     polling late, the thread waiting for a CPU or its timer, {:.1}%), held \
+                     by rate control {:.1}%, idle {:.1}% \
                      (rendezvous, STOP and probe round trips, waiting for a step's data); \
                      payload {:.1}% of the busy time (wire ceiling {:.1}%); {:.2}% of \
                      packets resent",

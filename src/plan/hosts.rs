@@ -180,30 +180,31 @@ fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
     match plan.job.datapath.driver {
         // One AF_XDP socket per RX queue, on the NIC's first queues; the datapath adds
         // its XDP program (`xdp_prog=`).
-        DpdkDriver::AfXdp => DpdkOptions {
-            vdev: Some(format!(
-                "net_af_xdp0,iface={},start_queue=0,queue_count={}",
-                me.nic.name, plan.job.datapath.rx_queues
-            )),
-            no_huge: true,
-            rx_idle_sleep_us: 50,
-            ..DpdkOptions::default()
-        },
-        DpdkDriver::AfPacket => DpdkOptions {
-            vdev: Some(format!(
-                "net_af_packet0,iface={},qpairs={}",
-                me.nic.name, plan.job.datapath.rx_queues
-            )),
-            no_huge: true,
-            rx_idle_sleep_us: 50,
-            ..DpdkOptions::default()
-        },
+        DpdkDriver::AfXdp => over_the_kernel(format!(
+            "net_af_xdp0,iface={},start_queue=0,queue_count={}",
+            me.nic.name, plan.job.datapath.rx_queues
+        )),
+        DpdkDriver::AfPacket => over_the_kernel(format!(
+            "net_af_packet0,iface={},qpairs={}",
+            me.nic.name, plan.job.datapath.rx_queues
+        )),
         // The kernel keeps the NIC (flow bifurcation): the PMD claims the data port only.
         DpdkDriver::Mlx5 => DpdkOptions {
             isolate: true,
             ..DpdkOptions::default()
         },
         DpdkDriver::VfioPci => DpdkOptions::default(),
+    }
+}
+
+/// A virtual device over the NIC's kernel interface: ordinary memory, RX lcores that
+/// sleep when idle.
+fn over_the_kernel(vdev: String) -> DpdkOptions {
+    DpdkOptions {
+        vdev: Some(vdev),
+        no_huge: true,
+        rx_idle_sleep_us: 50,
+        ..DpdkOptions::default()
     }
 }
 

@@ -113,6 +113,10 @@ pub struct Driver<D: Datapath> {
     pub inbound: Receiver<Inbound>,
     pub wake: Arc<Wake>,
     pub epoch: Instant,
+    /// Datagrams that arrive while a send is due within this long wait for it: one
+    /// wake-up serves both (half of T_low, so an RTT sample is late by less than the
+    /// rate control's lowest threshold).
+    pub coalesce: Duration,
 }
 
 impl<D: Datapath> Driver<D> {
@@ -189,7 +193,12 @@ impl<D: Datapath> Driver<D> {
                 .engine
                 .next_timeout()
                 .map(|t| Duration::from_nanos(t.saturating_sub(now)));
-            if let Err(e) = self.datapath.wait(self.wake.fd(), timeout) {
+            let waited = if timeout.is_some_and(|t| t <= self.coalesce) {
+                crate::datapath::wait_readable(self.wake.fd(), -1, timeout)
+            } else {
+                self.datapath.wait(self.wake.fd(), timeout)
+            };
+            if let Err(e) = waited {
                 eprintln!("endhost: wait failed: {e}");
             }
         }

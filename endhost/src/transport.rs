@@ -187,6 +187,7 @@ impl Transport {
             handle_seed: random_seed(),
         };
         let timeouts = config.job.timeouts;
+        let coalesce = Duration::from_secs_f64(config.job.rate_control.t_low_us / 2e6);
         let thread_wake = wake.clone();
         let thread = std::thread::Builder::new()
             .name(format!("endhost-rank{rank}"))
@@ -200,6 +201,7 @@ impl Transport {
                     inbound: inbound_rx,
                     wake: thread_wake,
                     epoch: Instant::now(),
+                    coalesce,
                 }
                 .run()
             })

@@ -133,8 +133,14 @@ pub struct DatapathArgs {
     /// Datapaths to compare, in order.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "udp,dpdk")]
     pub datapath: Vec<DatapathArg>,
-    /// DPDK virtual-device drivers to run the DPDK datapath on.
-    #[arg(long, value_delimiter = ',', default_value = "net_af_packet")]
+    /// DPDK virtual-device drivers to run the DPDK datapath on: net_af_packet and
+    /// net_af_xdp over the veth (af_xdp with our XDP program), net_memif between the two
+    /// processes in shared memory (no kernel: our code's own cost per packet).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "net_af_packet,net_af_xdp,net_memif"
+    )]
     pub vdev: Vec<String>,
     /// Datagrams to blast from one namespace to the other.
     #[arg(long, default_value_t = 2_000_000)]

@@ -187,7 +187,8 @@ impl Transport {
             handle_seed: random_seed(),
         };
         let timeouts = config.job.timeouts;
-        let coalesce = Duration::from_secs_f64(config.job.rate_control.t_low_us / 2e6);
+        let coalesce =
+            Duration::try_from_secs_f64(config.job.rate_control.t_low_us / 2e6).unwrap_or_default();
         let thread_wake = wake.clone();
         let thread = std::thread::Builder::new()
             .name(format!("endhost-rank{rank}"))

@@ -36,7 +36,15 @@ pub struct Channels {
 }
 
 fn ethtool(nic: &str, channels: &mut EthtoolChannels) -> io::Result<()> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+    // Any socket carries the ioctl; it binds nothing.
+    let socket = socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(io::Error::from)?;
     // SAFETY: ifreq is plain data.
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
     if nic.len() >= request.ifr_name.len() {

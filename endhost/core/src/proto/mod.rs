@@ -11,9 +11,10 @@
 //!   |gradient| is above its tensor's threshold (a quantile of sampled packet means),
 //!   ECT(0).
 //! - **Bounded-loss delivery.** A receiver first tells the sender it is ready (the
-//!   rendezvous, over the control channel), with the handle its packets will carry. It sends STOP once (1 − p) of the message
-//!   has arrived. After its last packet the sender PROBEs; the receiver answers with a
-//!   bitmap of what is missing; the sender retransmits it and probes again, until STOP.
+//!   rendezvous, over the control channel), with the handle its packets will carry. It
+//!   sends STOP once (1 − p) of the message has arrived. After its last packet the
+//!   sender PROBEs; the receiver answers with a bitmap of what is missing; the sender
+//!   retransmits it and probes again, until STOP.
 //!   A probe that gets no answer is repeated after an RTO from the RTT samples. With
 //!   p = 0 delivery is exact.
 //! - **Early exit** (opt-in, `timeouts.early_exit`; loss bound above 0): once a sender's first
@@ -707,7 +708,14 @@ impl Endpoint {
             });
         }
         let frame = self.frame_bytes();
-        if !self.link.has(now, self.config.line_bps, frame) {
+        let has_tokens = self.link.has(now, self.config.line_bps, frame);
+        // Tokens the full bucket spilled while data waited for them: line time lost
+        // to polling late.
+        let spilled = self.link.take_spilled();
+        if self.activity == Activity::Busy {
+            self.counters.link.late_ns += (spilled * 8e9 / self.config.line_bps) as u64;
+        }
+        if !has_tokens {
             self.activity = if self.rotation.is_empty() {
                 Activity::Idle
             } else {
@@ -754,14 +762,7 @@ impl Endpoint {
     fn account(&mut self, now: u64) {
         let elapsed = now.saturating_sub(self.activity_since);
         self.activity_since = now;
-        // The line's tokens the bucket spilled while data waited for them.
-        let frame = self.frame_bytes();
-        self.link.has(now, self.config.line_bps, frame);
-        let spilled = self.link.take_spilled();
         let link = &mut self.counters.link;
-        if self.activity == Activity::Busy {
-            link.late_ns += (spilled * 8e9 / self.config.line_bps) as u64;
-        }
         *match self.activity {
             Activity::Busy => &mut link.busy_ns,
             Activity::RateLimited => &mut link.rate_limited_ns,

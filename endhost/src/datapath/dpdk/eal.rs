@@ -102,6 +102,11 @@ pub fn allowed_cpus() -> Vec<u32> {
         .collect()
 }
 
+/// The value of `key` (as `iface=`) among a vdev's comma-separated arguments.
+pub fn vdev_arg<'a>(vdev: &'a str, key: &str) -> Option<&'a str> {
+    vdev.split(',').find_map(|kv| kv.strip_prefix(key))
+}
+
 /// What stops the EAL from starting, checked before it is tried (the EAL can be tried
 /// once per process), in the terms an operator acts on.
 pub fn preflight(config: &TransportConfig, sysfs: &Path) -> Result<(), String> {
@@ -121,7 +126,7 @@ pub fn preflight(config: &TransportConfig, sysfs: &Path) -> Result<(), String> {
     }
     match &options.vdev {
         Some(vdev) => {
-            let iface = vdev.split(',').find_map(|kv| kv.strip_prefix("iface="));
+            let iface = vdev_arg(vdev, "iface=");
             if let Some(iface) = iface
                 && !sysfs.join("class/net").join(iface).exists()
             {

@@ -300,7 +300,7 @@ impl DpdkDatapath {
         {
             let program =
                 xdp::program_for(sys::XDP_REDIRECT_OBJECT, config.job.ports.data).map_err(error)?;
-            let file = xdp::ProgramFile::write(&std::env::temp_dir(), &config.local.name, &program)
+            let file = xdp::ProgramFile::write(&std::env::temp_dir(), &program)
                 .map_err(|e| error(format!("cannot write the XDP program: {e}")))?;
             eal_config.to_mut().dpdk.vdev =
                 Some(format!("{vdev},xdp_prog={}", file.path().display()));
@@ -802,7 +802,7 @@ const LINK_PATIENCE: Duration = Duration::from_secs(20);
 /// server's socket file is there, then a moment more (the server binds, then listens).
 /// It does not probe the socket: the server's listen backlog is one connection.
 fn await_memif_server(vdev: &str) -> io::Result<()> {
-    let arg = |key: &str| vdev.split(',').find_map(|kv| kv.strip_prefix(key));
+    let arg = |key: &str| eal::vdev_arg(vdev, key);
     if !vdev.starts_with("net_memif") || arg("role=") != Some("client") {
         return Ok(());
     }

@@ -13,7 +13,7 @@ const MAGIC: &[u8; 8] = b"MLTXDPv1";
 
 /// Whether `vdev` is an af_xdp device that needs our program (it names none).
 pub fn wants_program(vdev: &str) -> bool {
-    vdev.starts_with("net_af_xdp") && !vdev.split(',').any(|kv| kv.starts_with("xdp_prog="))
+    vdev.starts_with("net_af_xdp") && super::eal::vdev_arg(vdev, "xdp_prog=").is_none()
 }
 
 /// `object` (the compiled program) with `data_port` in its configuration.
@@ -42,10 +42,12 @@ pub struct ProgramFile {
 }
 
 impl ProgramFile {
-    pub fn write(under: &Path, name: &str, program: &[u8]) -> std::io::Result<ProgramFile> {
+    pub fn write(under: &Path, program: &[u8]) -> std::io::Result<ProgramFile> {
         use std::io::Write;
         use std::os::unix::fs::DirBuilderExt;
-        let dir = under.join(format!("endhost-xdp-{name}-{}", std::process::id()));
+        // Named by the process only: one datapath a process, and no name from a
+        // configuration in a path.
+        let dir = under.join(format!("endhost-xdp-{}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let file = ProgramFile {
             path: dir.join("xdp_redirect.o"),
@@ -105,13 +107,13 @@ mod tests {
     fn the_file_is_private_and_goes_when_dropped() {
         use std::os::unix::fs::PermissionsExt;
         let under = std::env::temp_dir();
-        let file = ProgramFile::write(&under, "test", b"program").unwrap();
+        let file = ProgramFile::write(&under, b"program").unwrap();
         assert_eq!(std::fs::read(file.path()).unwrap(), b"program");
         let dir = file.path().parent().unwrap().to_path_buf();
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-        // A second writer in this process (the same name) is refused, not followed.
-        assert!(ProgramFile::write(&under, "test", b"other").is_err());
+        // A second writer in this process is refused, not followed.
+        assert!(ProgramFile::write(&under, b"other").is_err());
         drop(file);
         assert!(!dir.exists());
     }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use mlt_common::files::Access;
 use serde::Serialize;
 use switch_config::Vendor;
 use switch_config::redact::clean;
@@ -73,7 +74,8 @@ fn fetch_one(switch: &SwitchPlan, dir: &Path, ssh: &SshOptions) -> Fetched {
         })
         .and_then(|running| {
             let name = switches::file_name(intent);
-            let path = switches::write_file(dir, &name, &running)
+            // Running configurations carry a switch's secrets: readable by this user only.
+            let path = switches::write_file(dir, &name, &running, Access::Private)
                 .map_err(|e| (Status::Failed, format!("cannot save {name}: {e}")))?;
             Ok((path, running.len()))
         });

@@ -175,7 +175,11 @@ impl Session {
             let mut file = sftp
                 .open_mode(
                     Path::new(&tmp),
-                    ssh2::OpenFlags::WRITE | ssh2::OpenFlags::CREATE | ssh2::OpenFlags::TRUNCATE,
+                    // A new file, never one (or a link) that was there before.
+                    ssh2::OpenFlags::WRITE
+                        | ssh2::OpenFlags::CREATE
+                        | ssh2::OpenFlags::EXCLUSIVE
+                        | ssh2::OpenFlags::TRUNCATE,
                     mode,
                     ssh2::OpenType::File,
                 )
@@ -490,7 +494,7 @@ const LIBSSH2_ERROR_FILE: i32 = -16;
 fn key_is_encrypted(path: &Path) -> Option<bool> {
     const OPENSSH_MAGIC: &str = "b3BlbnNzaC1rZXktdjE";
     const OPENSSH_CIPHER_NONE: &str = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU";
-    let text = endhost::input::read_text(path, 1 << 20).ok()?;
+    let text = mlt_common::input::read_text(path, 1 << 20).ok()?;
     let mut lines = text.lines().map(str::trim);
     let header = lines.next()?;
     if header.contains("OPENSSH PRIVATE KEY") {

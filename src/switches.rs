@@ -3,7 +3,8 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use endhost::input::{InputError, read_text};
+use mlt_common::files::{self, Access};
+use mlt_common::input::{InputError, read_text};
 use rayon::prelude::*;
 use switch_config::{Error, SwitchDiff, SwitchIntent, Vendor};
 
@@ -69,16 +70,17 @@ pub fn inside(dir: &Path, name: &str) -> io::Result<PathBuf> {
     }
 }
 
-/// Writes each configuration to `dir`, replacing files atomically. Every file name is
-/// checked before the first is written.
+/// Writes each configuration to `dir` (made if missing; a link there is refused),
+/// replacing files atomically, readable by all (rendered intent holds no secret). Every
+/// file name is checked before the first is written.
 pub fn write_all(dir: &Path, rendered: &[Rendered]) -> io::Result<Vec<PathBuf>> {
     let paths = rendered
         .iter()
         .map(|r| inside(dir, &r.file_name))
         .collect::<io::Result<Vec<_>>>()?;
-    std::fs::create_dir_all(dir)?;
+    files::output_dir(dir).map_err(io::Error::other)?;
     for r in rendered {
-        write_file(dir, &r.file_name, &r.text)?;
+        write_file(dir, &r.file_name, &r.text, Access::Readable)?;
     }
     Ok(paths)
 }
@@ -104,13 +106,12 @@ pub fn stale_files(dir: &Path, written: &[PathBuf]) -> io::Result<Vec<PathBuf>> 
     Ok(stale)
 }
 
-/// Writes `text` to `dir/name` through a temporary file beside it, so a reader sees
-/// the old file or the new, never part; `name` must be a plain file name.
-pub fn write_file(dir: &Path, name: &str, text: &str) -> io::Result<PathBuf> {
+/// Writes `text` to `dir/name` through a new temporary file beside it, so a reader sees
+/// the old file or the new, never part, and a link planted at the name is refused;
+/// `name` must be a plain file name.
+pub fn write_file(dir: &Path, name: &str, text: &str, access: Access) -> io::Result<PathBuf> {
     let path = inside(dir, name)?;
-    let partial = dir.join(format!(".{name}.partial"));
-    std::fs::write(&partial, text)?;
-    std::fs::rename(&partial, &path)?;
+    files::write(&path, text.as_bytes(), access).map_err(io::Error::other)?;
     Ok(path)
 }
 

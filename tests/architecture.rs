@@ -237,13 +237,13 @@ fn main_files_only_dispatch() {
 
 #[test]
 fn the_checks_see_a_planted_cycle() {
-    let dir = std::env::temp_dir().join(format!("mltctl-arch-{}", std::process::id()));
+    let scratch = mlt_common::files::scratch_dir("mltctl-arch-").unwrap();
+    let dir = scratch.path();
     std::fs::create_dir_all(dir.join("a")).unwrap();
     std::fs::write(dir.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
     std::fs::write(dir.join("a/mod.rs"), "mod x;\n").unwrap();
     std::fs::write(dir.join("a/x.rs"), "use crate::b::Thing;\n").unwrap();
     std::fs::write(dir.join("b.rs"), "use super::a::x::Other;\n").unwrap();
-    let cycles = sibling_cycles(&dir);
-    std::fs::remove_dir_all(&dir).ok();
+    let cycles = sibling_cycles(dir);
     assert_eq!(cycles, [": a -> b -> a", ": b -> a -> b"]);
 }

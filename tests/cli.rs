@@ -186,8 +186,8 @@ fn help_documents_exit_codes() {
 
 #[test]
 fn generated_inventories_validate_and_plan() {
-    let dir = std::env::temp_dir().join(format!("mltctl-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("mltctl-cli-").unwrap();
+    let dir = scratch.path();
     let file = dir.join("gen.yaml");
     let path = file.to_str().unwrap();
     let out = mltctl(&[
@@ -203,7 +203,6 @@ fn generated_inventories_validate_and_plan() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = mltctl(&["plan", "-i", path]);
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with(
         "Fabric gen-2x3x4: 5 switches (2 spines), 3 racks, 12 hosts; 161 layers in 6 gradient classes"
@@ -283,7 +282,8 @@ fn sim_is_deterministic_and_reports_every_scheme() {
     let sweep: serde_json::Value = serde_json::from_slice(&mltctl(&slower).stdout).unwrap();
     assert_eq!(sweep["headline"][0]["delta_t_ms"], 200.0);
     assert_eq!(sweep["setup"]["delta_t"], 0.2);
-    let plot = std::env::temp_dir().join(format!("mltctl-sim-{}.svg", std::process::id()));
+    let scratch = mlt_common::files::scratch_dir("mltctl-sim-").unwrap();
+    let plot = scratch.path().join("sim.svg");
     let mut plotted = args.to_vec();
     plotted.extend(["--plot", plot.to_str().unwrap()]);
     let out = mltctl(&plotted);
@@ -293,7 +293,6 @@ fn sim_is_deterministic_and_reports_every_scheme() {
         format!("wrote the plot to {}\n", plot.display())
     );
     assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
-    std::fs::remove_file(&plot).ok();
     let out = mltctl(&["sim", "--eta", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
 }
@@ -352,8 +351,8 @@ fn plan_host_network_and_ipmac_are_what_the_host_agent_and_transport_read() {
 #[test]
 fn procs_per_host_shape_the_launchers_environment_and_the_transport() {
     let small = std::fs::read_to_string(fixture("tests/inventories/valid/small.yaml")).unwrap();
-    let dir = std::env::temp_dir().join(format!("mltctl-launcher-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("mltctl-launcher-").unwrap();
+    let dir = scratch.path();
     let inventory = dir.join("launcher.yaml");
     let write = |launcher: &str| {
         std::fs::write(&inventory, format!("{small}  launcher: {launcher}\n")).unwrap();
@@ -391,7 +390,6 @@ fn procs_per_host_shape_the_launchers_environment_and_the_transport() {
     let path = write("{master_port: 11100}");
     let out = mltctl(&["validate", "-i", &path]);
     let stderr = text(&out.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains("master_port 11100 is the transport's control port"),
@@ -403,8 +401,8 @@ fn procs_per_host_shape_the_launchers_environment_and_the_transport() {
 #[test]
 fn the_inventorys_dpdk_driver_is_what_bootstrap_binds_the_nic_to() {
     let small = std::fs::read_to_string(fixture("tests/inventories/valid/small.yaml")).unwrap();
-    let dir = std::env::temp_dir().join(format!("mltctl-driver-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("mltctl-driver-").unwrap();
+    let dir = scratch.path();
     let mut drivers = Vec::new();
     for datapath in [
         "{kind: dpdk}",
@@ -460,7 +458,6 @@ fn the_inventorys_dpdk_driver_is_what_bootstrap_binds_the_nic_to() {
         plan("{kind: dpdk, driver: vfio-pci}", false)["dpdk"]["isolate"],
         false
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -507,8 +504,8 @@ fn launch_refuses_a_limit_that_leaves_out_a_host_of_the_job() {
 
 #[test]
 fn a_bad_playbook_is_reported_with_its_location_and_nothing_runs() {
-    let dir = std::env::temp_dir().join(format!("mltctl-play-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("mltctl-play-").unwrap();
+    let dir = scratch.path();
     let playbook = dir.join("site.yml");
     std::fs::write(&playbook, "steps:\n  - validate\n  - deploy\n").unwrap();
     let lab = fixture("inventory/lab.yaml");
@@ -518,7 +515,6 @@ fn a_bad_playbook_is_reported_with_its_location_and_nothing_runs() {
         "-i",
         lab.to_str().unwrap(),
     ]);
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
@@ -532,8 +528,8 @@ fn a_bad_playbook_is_reported_with_its_location_and_nothing_runs() {
 /// point a step at another inventory, stops the play before anything is contacted.
 #[test]
 fn a_wrong_step_argument_stops_the_play_before_any_step() {
-    let dir = std::env::temp_dir().join(format!("mltctl-play-args-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("mltctl-play-args-").unwrap();
+    let dir = scratch.path();
     let lab = fixture("inventory/lab.yaml");
     for (args, says) in [
         (
@@ -562,7 +558,6 @@ fn a_wrong_step_argument_stops_the_play_before_any_step() {
         assert!(stderr.contains(says), "{stderr}");
         assert!(!stderr.contains("== step"), "{stderr}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -657,8 +652,8 @@ fn a_pattern_that_never_mixes_names_the_hosts_apart() {
 /// `--clean` removes them (and nothing else).
 #[test]
 fn render_names_stale_files_and_clean_removes_them() {
-    let dir = std::env::temp_dir().join(format!("mltctl-render-stale-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("mltctl-render-stale-").unwrap();
+    let dir = scratch.path();
     std::fs::write(dir.join("old-leaf.cfg"), "").unwrap();
     std::fs::write(dir.join("notes.txt"), "mine").unwrap();
     let out_dir = dir.to_str().unwrap();
@@ -688,5 +683,4 @@ fn render_names_stale_files_and_clean_removes_them() {
     assert!(text(&out.stdout).contains("removed 1 stale file(s): old-leaf.cfg"));
     assert!(!dir.join("old-leaf.cfg").exists());
     assert!(dir.join("notes.txt").exists() && dir.join("spine1.json").exists());
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -52,10 +52,25 @@ fn changes(intent: &SwitchIntent, running: &str) -> Vec<ChangeLine> {
     switch_config::diff(intent, Some(running)).unwrap().changes
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mltctl-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory (unguessable name, 0700), removed when dropped.
+struct Scratch(mlt_common::files::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(mlt_common::files::scratch_dir(&format!("mltctl-{name}-")).unwrap())
 }
 
 // ---------------------------------------------------------------- rendering
@@ -116,8 +131,6 @@ fn identical_inputs_give_byte_identical_files() {
             std::fs::read(b.join(name)).unwrap()
         );
     }
-    std::fs::remove_dir_all(&a).ok();
-    std::fs::remove_dir_all(&b).ok();
 }
 
 /// Render, parse back: no difference from the plan, for every vendor and fabric shape.
@@ -251,7 +264,6 @@ fn unexpressible_items_name_the_switch_the_item_and_the_vendor() {
         )
     );
     assert!(!target.exists());
-    std::fs::remove_dir_all(&out_dir).ok();
 }
 
 // ---------------------------------------------------------------- SONiC and its YANG models
@@ -277,7 +289,6 @@ fn sonic_output_validates_against_the_sonic_yang_models() {
         }
     }
     assert!(checked >= 2);
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -309,7 +320,6 @@ fn a_broken_sonic_rendering_fails_yang_validation() {
         sonic_yang::yanglint(&sonic_yang::document(&tables, &intent.qos.ports), &dir);
     assert_ne!(code, 0);
     assert!(messages.contains("MLT_MISSING"), "{messages}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 // ---------------------------------------------------------------- diffs against realistic running configs
@@ -627,7 +637,6 @@ fn a_missing_running_file_is_an_empty_switch_and_said_so() {
             empty.join("leaf1.nvue").display()
         )
     );
-    std::fs::remove_dir_all(&empty).ok();
 }
 
 /// A running configuration saved in another form is refused, naming the form expected:
@@ -700,7 +709,6 @@ fn a_running_file_in_another_form_is_an_error() {
         "{}",
         text(&out.stderr)
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

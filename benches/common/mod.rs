@@ -134,19 +134,13 @@ pub fn large_fabric(dir: &Path) -> std::path::PathBuf {
     file
 }
 
-/// A scratch directory removed when dropped.
-pub struct Scratch(pub std::path::PathBuf);
+/// A fresh scratch directory (unguessable name, 0700), removed when dropped.
+pub struct Scratch(pub std::path::PathBuf, mlt_common::files::TempDir);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("mltctl-bench-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
+        let dir = mlt_common::files::scratch_dir(&format!("mltctl-bench-{name}-"))
+            .expect("a scratch directory");
+        Scratch(dir.path().to_path_buf(), dir)
     }
 }

@@ -443,7 +443,8 @@ fn main() {
         eprintln!("lab benchmark skipped: it needs root and sshd (openssh-server)");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("mltctl-lab-bench-{}", std::process::id()));
+    let scratch = mlt_common::files::scratch_dir("mltctl-lab-bench-").expect("a scratch directory");
+    let dir = scratch.path().join("lab");
     checked(
         Command::new(mltctl())
             .args(["lab", "up", "--name", "mltbench", "--hosts-per-leaf", "1"])

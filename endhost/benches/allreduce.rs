@@ -67,12 +67,11 @@ fn iterations() -> u32 {
 }
 
 fn run(name: &str, spec: &BenchSpec) -> BenchReport {
-    let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).expect("a scratch directory");
+    let scratch = mlt_common::files::scratch_dir("endhost-bench-").expect("a scratch directory");
     let started = Instant::now();
-    let report = bench::run(spec, env!("CARGO_BIN_EXE_endhost").as_ref(), &scratch)
+    let report = bench::run(spec, env!("CARGO_BIN_EXE_endhost").as_ref(), scratch.path())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(scratch);
     println!("\n{name} ({:.0} s)", started.elapsed().as_secs_f64());
     print!("{report}");
     report

@@ -6,11 +6,18 @@
 //! stay valid and untouched until then (as MLT's buffers are shared with the library
 //! until completion). Every function is safe to call with a null transport (it fails);
 //! errors leave a message for `mlt_last_error` on the calling thread.
+//!
+//! Threads: every function but `mlt_stop` may be called on one transport from several
+//! threads at once. A lock makes the calls take turns; `mlt_wait_cq` gives it up at
+//! least every millisecond while it waits, so other threads' posts and polls go on.
+//! `mlt_stop` must be the last call on a transport, made once no other call on it is
+//! under way.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::{Options, Transport};
 use endhost_core::collective::{Done, OpError};
@@ -28,10 +35,23 @@ fn set_error(message: impl std::fmt::Display) {
 /// A running transport, opaque to C.
 pub struct MltTransport {
     runtime: tokio::runtime::Runtime,
+    /// One caller at a time.
+    state: Mutex<State>,
+}
+
+struct State {
     transport: Option<Transport>,
     /// Where the result of each posted receive or allreduce goes.
     outputs: HashMap<u64, (*mut f32, usize)>,
 }
+
+// SAFETY: the output pointers are the caller's buffers, which the caller keeps valid
+// until their completion is polled (whichever thread polls); everything else is
+// behind the lock.
+unsafe impl Send for State {}
+
+/// The longest a waiting `mlt_wait_cq` holds the lock at a time.
+const WAIT_SLICE: Duration = Duration::from_millis(1);
 
 /// A completion, as C sees it.
 #[repr(C)]
@@ -86,8 +106,10 @@ pub unsafe extern "C" fn mlt_start(
     match runtime.block_on(Transport::start(config, options)) {
         Ok(transport) => Box::into_raw(Box::new(MltTransport {
             runtime,
-            transport: Some(transport),
-            outputs: HashMap::new(),
+            state: Mutex::new(State {
+                transport: Some(transport),
+                outputs: HashMap::new(),
+            }),
         })),
         Err(e) => {
             set_error(format!("mlt_start: {e}"));
@@ -102,17 +124,17 @@ pub extern "C" fn mlt_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
-fn with<R>(
-    t: *mut MltTransport,
-    f: impl FnOnce(&mut MltTransport) -> Result<R, String>,
-) -> Option<R> {
+fn with<R>(t: *mut MltTransport, f: impl FnOnce(&mut State) -> Result<R, String>) -> Option<R> {
     if t.is_null() {
         set_error("no transport");
         return None;
     }
-    // SAFETY: the caller passes a pointer from mlt_start that was not stopped.
-    let t = unsafe { &mut *t };
-    f(t).map_err(set_error).ok()
+    // SAFETY: the caller passes a pointer from mlt_start that was not stopped; shared
+    // access only, the state behind the lock.
+    let t = unsafe { &*t };
+    // A caller that panicked mid-call left nothing half-done that matters here.
+    let mut state = t.state.lock().unwrap_or_else(|e| e.into_inner());
+    f(&mut state).map_err(set_error).ok()
 }
 
 /// The caller's `len` floats at `data`, copied; `None` (and the error set) when `data`
@@ -132,7 +154,7 @@ unsafe fn copy_in(data: *const f32, len: usize, function: &str) -> Option<Vec<f3
     Some(unsafe { std::slice::from_raw_parts(data, len) }.to_vec())
 }
 
-fn transport(t: &mut MltTransport) -> Result<&mut Transport, String> {
+fn transport(t: &mut State) -> Result<&mut Transport, String> {
     t.transport
         .as_mut()
         .ok_or_else(|| "the transport has stopped".to_string())
@@ -225,7 +247,7 @@ pub unsafe extern "C" fn mlt_post_allreduce(
     .map_or(-1, |h| h as i64)
 }
 
-fn fill(t: &mut MltTransport, handle: u64, result: Result<Done, OpError>, out: &mut MltCompletion) {
+fn fill(t: &mut State, handle: u64, result: Result<Done, OpError>, out: &mut MltCompletion) {
     out.op = handle;
     out.error = [0; 256];
     let target = t.outputs.remove(&handle);
@@ -276,25 +298,34 @@ pub unsafe extern "C" fn mlt_wait_cq(
         set_error("mlt_poll_cq: no completion to fill");
         return -1;
     }
-    with(t, |t| {
-        let next = {
-            let transport = transport(t)?;
-            if timeout_ms == 0 {
-                transport.poll()
-            } else {
-                transport.poll_wait(Duration::from_millis(u64::from(timeout_ms)))
-            }
-        };
-        Ok(match next {
-            Some((handle, result)) => {
-                // SAFETY: as documented, `out` is writable.
-                fill(t, handle, result, unsafe { &mut *out });
-                1
-            }
-            None => 0,
-        })
-    })
-    .unwrap_or(-1)
+    let deadline = Instant::now() + Duration::from_millis(u64::from(timeout_ms));
+    loop {
+        // The lock is held for a slice of the wait at a time.
+        let polled = with(t, |t| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let next = {
+                let transport = transport(t)?;
+                if left.is_zero() {
+                    transport.poll()
+                } else {
+                    transport.poll_wait(left.min(WAIT_SLICE))
+                }
+            };
+            Ok(match next {
+                Some((handle, result)) => {
+                    // SAFETY: as documented, `out` is writable.
+                    fill(t, handle, result, unsafe { &mut *out });
+                    1
+                }
+                None => 0,
+            })
+        });
+        match polled {
+            Some(0) if Instant::now() < deadline => continue,
+            Some(found) => return found,
+            None => return -1,
+        }
+    }
 }
 
 /// Finishes the operations in flight and frees the transport.
@@ -306,9 +337,16 @@ pub unsafe extern "C" fn mlt_stop(t: *mut MltTransport) {
     if t.is_null() {
         return;
     }
-    // SAFETY: the caller gives back a pointer from mlt_start, once.
-    let mut t = unsafe { Box::from_raw(t) };
-    if let Some(transport) = t.transport.take() {
+    // SAFETY: the caller gives back a pointer from mlt_start, once, with no other call
+    // on it under way.
+    let t = unsafe { Box::from_raw(t) };
+    let taken = t
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .transport
+        .take();
+    if let Some(transport) = taken {
         t.runtime.block_on(transport.shutdown());
     }
 }

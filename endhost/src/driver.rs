@@ -3,7 +3,8 @@
 //! datapath's wait (µs-precise, for pacing) until a datagram, a control frame, an
 //! application command or a timer needs it.
 
-use std::net::SocketAddrV4;
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -101,6 +102,39 @@ impl Wake {
     }
 }
 
+/// The addresses each peer sends data from: its own and its path addresses, from the
+/// job's data port or the next ports (a DPDK sender spreads its lanes over them).
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    ranks: HashMap<Ipv4Addr, u16>,
+    ports: std::ops::Range<u16>,
+}
+
+impl Sources {
+    /// `addresses[rank]` are the addresses rank `rank` may send from; ports from
+    /// `data_port` on, one per lane.
+    pub fn new(addresses: &[Vec<Ipv4Addr>], data_port: u16, lanes: u16) -> Sources {
+        let mut ranks = HashMap::new();
+        for (rank, own) in addresses.iter().enumerate() {
+            for address in own {
+                ranks.insert(*address, rank as u16);
+            }
+        }
+        Sources {
+            ranks,
+            ports: data_port..data_port.saturating_add(lanes.max(1)),
+        }
+    }
+
+    /// The rank `from` belongs to, if it is a peer's.
+    pub fn rank(&self, from: SocketAddrV4) -> Option<u16> {
+        if !self.ports.contains(&from.port()) {
+            return None;
+        }
+        self.ranks.get(from.ip()).copied()
+    }
+}
+
 /// Everything the thread works with. The engine is built on the thread itself: it
 /// shares tensor memory between operations and messages without locks, so it never
 /// crosses threads.
@@ -109,6 +143,8 @@ pub struct Driver<D: Datapath> {
     pub datapath: D,
     /// Data addresses of each rank's paths.
     pub paths: Vec<Vec<SocketAddrV4>>,
+    /// Which rank each address datagrams may come from belongs to.
+    pub sources: Sources,
     pub control: Vec<Option<UnboundedSender<Control>>>,
     pub inbound: Receiver<Inbound>,
     pub wake: Arc<Wake>,
@@ -147,10 +183,10 @@ impl<D: Datapath> Driver<D> {
                 }
             }
             let now = self.now();
-            let engine = &mut self.engine;
+            let (engine, sources) = (&mut self.engine, &self.sources);
             if let Err(e) = self
                 .datapath
-                .receive(&mut |d| engine.handle_datagram(now, d))
+                .receive(&mut |from, d| engine.handle_datagram(now, sources.rank(from), d))
             {
                 eprintln!("endhost: receive failed: {e}");
             }

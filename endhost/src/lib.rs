@@ -11,7 +11,6 @@ pub mod daemon;
 pub mod datapath;
 pub mod driver;
 pub mod help;
-pub mod input;
 pub mod lines;
 pub mod mesh;
 mod sockopt;

@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::datapath::{AnyDatapath, OpenError};
-use crate::driver::{Driver, Inbound, Reply, Wake};
+use crate::driver::{Driver, Inbound, Reply, Sources, Wake};
 use crate::mesh::{self, MeshConfig, MeshError};
 use endhost_core::collective::{Algorithm, Allreduce, Done, Engine, OpError};
 use endhost_core::config::TransportConfig;
@@ -132,6 +132,7 @@ impl Transport {
         let ports = config.job.ports;
         let mut control_addresses = vec![SocketAddrV4::new(config.local.ip, ports.control); world];
         let mut paths = vec![Vec::new(); world];
+        let mut sources = vec![Vec::new(); world];
         for peer in &config.peers {
             let r = peer.rank as usize;
             if r >= world || r == rank {
@@ -149,7 +150,9 @@ impl Transport {
                 .into_iter()
                 .map(|a| SocketAddrV4::new(a, ports.data))
                 .collect();
+            sources[r] = std::iter::once(peer.ip).chain(peer.paths.clone()).collect();
         }
+        let sources = Sources::new(&sources, ports.data, config.job.datapath.rx_queues);
         let local = config.local.ip;
         let only_local = config.local.path_addresses.iter().all(|a| *a == local);
         let default_bind = if only_local {
@@ -165,10 +168,15 @@ impl Transport {
         })?;
         let (inbound_tx, inbound_rx) = std::sync::mpsc::channel();
         let wake = Wake::new().map_err(TransportError::Socket)?;
+        let key = match &config.key_file {
+            Some(path) => Some(read_key(path)?),
+            None => None,
+        };
         let mesh_config = MeshConfig {
             job: config.job.job_id,
             rank: rank16,
             addresses: control_addresses,
+            key,
             connect_timeout: options.connect_timeout,
             tos: endhost_core::proto::tagging::tos(config.job.tagging.control_dscp, false),
         };
@@ -198,6 +206,7 @@ impl Transport {
                     engine: Engine::new(endpoint, timeouts),
                     datapath,
                     paths,
+                    sources,
                     control,
                     inbound: inbound_rx,
                     wake: thread_wake,
@@ -395,6 +404,28 @@ impl Drop for Transport {
 }
 
 /// 32 random bits: std's randomly keyed SipHash, keyed afresh for each call.
+/// The job's key from `path`: a regular file of this user that nobody else may read,
+/// of 16 to 4,096 bytes.
+fn read_key(path: &std::path::Path) -> Result<mesh::JobKey, TransportError> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| {
+        TransportError::Config(format!("the job's key file {}: {why}", path.display()))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| refuse(e.to_string()))?;
+    if meta.mode() & 0o077 != 0 || meta.uid() != mlt_common::files::effective_uid() {
+        return Err(refuse(format!(
+            "must be this user's and readable by nobody else (it is mode {:04o}, uid {})",
+            meta.mode() & 0o7777,
+            meta.uid()
+        )));
+    }
+    let key = mlt_common::input::read_bytes(path, 4096).map_err(|e| refuse(e.to_string()))?;
+    if key.len() < 16 {
+        return Err(refuse(format!("holds {} bytes, fewer than 16", key.len())));
+    }
+    Ok(key.into())
+}
+
 fn random_seed() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();

@@ -41,8 +41,8 @@ fn cdylib_dir() -> PathBuf {
 #[test]
 fn a_c_program_runs_an_allreduce_through_mlt_h() {
     let deps = cdylib_dir();
-    let dir = std::env::temp_dir().join(format!("endhost-capi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("endhost-capi-").unwrap();
+    let dir = scratch.path();
     let program = dir.join("allreduce");
     let compiled = Command::new("gcc")
         .args(["-std=c11", "-Wall", "-Werror", "-O1", "-I"])
@@ -121,5 +121,4 @@ fn a_c_program_runs_an_allreduce_through_mlt_h() {
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok 1.000");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -140,8 +140,8 @@ fn a_worker_that_disappears_does_not_stall_the_others() {
 
 #[test]
 fn launched_groups_run_weighted_allreduces_through_the_transport() {
-    let dir = std::env::temp_dir().join(format!("endhost-controller-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("endhost-controller-").unwrap();
+    let dir = scratch.path();
     let (_controller, addr) = controller(&["--scheme", "selective-reduce", "--min-group", "2"]);
     let rounds = 6;
     let workers: Vec<Process> = common::configs(4, 23_400)
@@ -180,7 +180,6 @@ fn launched_groups_run_weighted_allreduces_through_the_transport() {
             subsets += usize::from(members.len() < 4);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     // Selective reduce formed groups smaller than the job (weighted subset allreduces).
     assert!(subsets > 0);
 }
@@ -335,8 +334,8 @@ fn the_controller_keeps_accepting_through_a_full_file_table() {
 
 #[test]
 fn only_workers_with_the_token_join() {
-    let dir = std::env::temp_dir().join(format!("endhost-token-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = mlt_common::files::scratch_dir("endhost-token-").unwrap();
+    let dir = scratch.path();
     let token_file = dir.join("token");
     std::fs::write(&token_file, "s3cr3t-shared-token\n").unwrap();
     let token = token_file.to_str().unwrap();
@@ -396,5 +395,4 @@ fn only_workers_with_the_token_join() {
         assert!(ok, "{err}");
         assert_eq!(syncs.len(), 1);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -104,11 +104,14 @@ impl Drop for Hosts {
 /// configuration.
 fn hosts(name: &str, dpdk: [bool; 2], tweak: impl Fn(&mut TransportConfig)) -> Hosts {
     let pair = Pair::create().expect("the veth pair is built");
-    let dir = std::env::temp_dir().join(format!("endhost-dpdk-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed by Drop. Others may read (not write): a test runs endhost as another user.
+    let dir = mlt_common::files::scratch_dir(&format!("endhost-dpdk-{name}-"))
+        .unwrap()
+        .keep();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let options = |rank: usize| {
         dpdk[rank].then(|| DpdkOptions {
-            vdev: Some("net_af_packet0,iface=eth0,qpairs=4".into()),
+            vdev: Some("net_af_packet0,iface=eth0,qpairs=4".parse().unwrap()),
             file_prefix: Some(pair.host(rank)),
             no_huge: true,
             // Two cores shared by every test: RX lcores must not spin.
@@ -255,7 +258,7 @@ fn af_xdp() {
     let on_af_xdp = |config: &mut TransportConfig| {
         config.job.datapath.rx_queues = 1;
         if let Some(vdev) = &mut config.dpdk.vdev {
-            *vdev = "net_af_xdp0,iface=eth0".into();
+            *vdev = "net_af_xdp0,iface=eth0".parse().unwrap();
         }
     };
     for (what, dpdk) in [
@@ -289,16 +292,20 @@ fn af_xdp() {
 }
 
 fn memif() {
-    let socket = std::env::temp_dir().join(format!("endhost-memif-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&socket);
+    let scratch = mlt_common::files::scratch_dir("endhost-memif-").unwrap();
+    let socket = scratch.path().join("memif.sock");
     let h = hosts("memif", [true, true], |config| {
         let mac = config.local.mac;
         let role = if config.rank == 1 { "server" } else { "client" };
         config.job.datapath.rx_queues = 1;
-        config.dpdk.vdev = Some(format!(
-            "net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
-            socket.display()
-        ));
+        config.dpdk.vdev = Some(
+            format!(
+                "net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
+                socket.display()
+            )
+            .parse()
+            .unwrap(),
+        );
     });
     // Started together: the client (host 0) waits until its server listens.
     for collective in ["ring", "ps"] {
@@ -322,7 +329,8 @@ fn checksum(data: &[u8]) -> u16 {
 
 fn frames() {
     // Host 0 on DPDK takes its next hops from an IP=MAC file.
-    let ip_mac = std::env::temp_dir().join(format!("endhost-dpdk-ipmac-{}", std::process::id()));
+    let scratch = mlt_common::files::scratch_dir("endhost-dpdk-ipmac-").unwrap();
+    let ip_mac = scratch.path().join("ipmac");
     let h = hosts("frames", [true, false], |config| {
         tagging::one_class_per_layer(config);
         if config.rank == 0 {
@@ -341,7 +349,6 @@ fn frames() {
         assert!(out.status.success(), "{}", text(&out));
     }
     let captured = sniffer.join().unwrap().expect("frames are captured");
-    let _ = std::fs::remove_file(&ip_mac);
     let mut tagging = Tagging::default();
     for frame in captured.iter().filter(|f| f[6..12] == dpdk_mac.0) {
         if frame[12..14] != [0x08, 0x00] || frame[14 + 9] != 17 {
@@ -400,7 +407,7 @@ fn eal_failures() {
     let h = hosts("errors", [true, false], |_| {});
     fails_with(
         &h,
-        |d| d.vdev = Some("net_af_packet0,iface=eth9".into()),
+        |d| d.vdev = Some("net_af_packet0,iface=eth9".parse().unwrap()),
         false,
         "missing interface: net_af_packet0,iface=eth9 names eth9",
     );

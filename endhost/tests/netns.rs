@@ -95,8 +95,10 @@ fn spec(hosts: usize, loss_percent: f64) -> BenchSpec {
 
 fn cluster(name: &str, spec: &BenchSpec, tweak: impl Fn(&mut TransportConfig)) -> Cluster {
     let fabric = Fabric::create(&spec.fabric).expect("the fabric is built");
-    let dir = std::env::temp_dir().join(format!("endhost-netns-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed by Drop.
+    let dir = mlt_common::files::scratch_dir(&format!("endhost-netns-{name}-"))
+        .unwrap()
+        .keep();
     let configs = (0..spec.fabric.hosts)
         .map(|rank| {
             let mut config = host_config(spec, rank);

@@ -64,7 +64,14 @@ fuzz_target!(|data: &[u8]| {
         let handle = handles[usize::from(pick >> 1) % handles.len()];
         message.copy_from_slice(&handle.to_be_bytes());
     }
-    endpoint.handle_datagram(1, &datagram);
+    // From the address of the rank it names, or (by the second-to-last byte) of none or
+    // another peer's: both paths are explored.
+    let from = match data.iter().rev().nth(1).map(|b| b % 3) {
+        Some(0) => None,
+        Some(1) => Some(1),
+        _ => datagram.get(4..6).map(|r| u16::from_be_bytes([r[0], r[1]])),
+    };
+    endpoint.handle_datagram(1, from, &datagram);
     let mut out = [0u8; 2048];
     while endpoint.poll_transmit(2, &mut out).is_some() {}
 });

@@ -293,9 +293,9 @@ impl DeviceResult {
 fn lock_switch(switch: &SwitchPlan, lock_dir: &std::path::Path) -> Result<File, String> {
     let path = crate::switches::inside(lock_dir, &format!("{}.lock", switch.intent.name))
         .map_err(|e| format!("cannot name its lock file: {e}"))?;
-    let taken = std::fs::create_dir_all(lock_dir)
-        .and_then(|()| File::create(&path))
-        .map_err(|e| format!("cannot create the lock {}: {e}", path.display()))?;
+    let taken = mlt_common::files::trusted_dir(lock_dir)
+        .and_then(|_| mlt_common::files::open_lock(&path))
+        .map_err(|e| format!("cannot take the lock: {e}"))?;
     match taken.try_lock() {
         Ok(()) => Ok(taken),
         Err(TryLockError::WouldBlock) => Err(format!(

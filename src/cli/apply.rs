@@ -184,8 +184,7 @@ pub fn selected(plan: &Plan, limit: &[String]) -> Result<Vec<usize>, Failure> {
 /// A new change on a switch that still waits for its confirm would mix two changes in
 /// one revert timer: refused, naming the run to settle first.
 fn refuse_unconfirmed(plan: &Plan, targets: &[usize], journal: &Path) -> Result<(), Failure> {
-    let (entries, _) = journal::read(journal)
-        .with_context(|| format!("cannot read the journal {}", journal.display()))?;
+    let entries = journal::read(journal).map_err(anyhow::Error::from)?.entries;
     let latest = journal::latest_by_device(&entries);
     let waiting: Vec<String> = targets
         .iter()
@@ -262,8 +261,7 @@ fn push_reported(
     let journal = if how.check {
         Journal::none(&journal_path)
     } else {
-        Journal::open(&journal_path)
-            .with_context(|| format!("cannot open the journal {}", journal_path.display()))?
+        Journal::open(&journal_path).map_err(anyhow::Error::from)?
     };
     let run_id = how.run.id.clone();
     let options = ApplyOptions {

@@ -69,12 +69,13 @@ fn bootstrap(args: Args, plan: &Plan) -> Result<Ran, Failure> {
             .context("cannot find mltctl's own path")?
             .with_file_name("endhost"),
     };
-    let bytes = endhost::input::read_bytes(&binary_path, MAX_BINARY_BYTES).with_context(|| {
-        format!(
-            "cannot read the endhost binary {} (build it, or give --endhost)",
-            binary_path.display()
-        )
-    })?;
+    let bytes =
+        mlt_common::input::read_bytes(&binary_path, MAX_BINARY_BYTES).with_context(|| {
+            format!(
+                "cannot read the endhost binary {} (build it, or give --endhost)",
+                binary_path.display()
+            )
+        })?;
     let options = bootstrap::Options {
         check,
         forks: usize::from(args.forks),

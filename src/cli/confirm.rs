@@ -1,6 +1,5 @@
 //! `mltctl confirm`: keep the changes `apply --confirm manual` left waiting.
 
-use anyhow::Context;
 use mltctl::apply::DeviceResult;
 use mltctl::apply::journal::{self, Entry, Journal, Kind};
 use mltctl::apply::report::Summary;
@@ -46,8 +45,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(path)?)?;
     let targets = selected(&plan, &args.limit)?;
     let journal_path = args.state.journal(path);
-    let (entries, _) = journal::read(&journal_path)
-        .with_context(|| format!("cannot read the journal {}", journal_path.display()))?;
+    let entries = journal::read(&journal_path)
+        .map_err(anyhow::Error::from)?
+        .entries;
     let latest = journal::latest_by_device(&entries);
     let waiting: Vec<(usize, Entry)> = targets
         .into_iter()
@@ -97,8 +97,7 @@ pub fn settle_all(
     how: &Settling<'_>,
 ) -> Result<Summary, Failure> {
     let journal_path = how.state.journal(how.inventory);
-    let mut journal = Journal::open(&journal_path)
-        .with_context(|| format!("cannot open the journal {}", journal_path.display()))?;
+    let mut journal = Journal::open(&journal_path).map_err(anyhow::Error::from)?;
     let ssh = how.ssh.options();
     let locks = how.state.locks(how.inventory);
     let kind = match decision {

@@ -50,8 +50,14 @@ pub fn run(args: Args) -> Result<(), Failure> {
     if targets.is_empty() {
         return Err(Failure::Usage("--limit selects no switch".into()));
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    // What is saved there carries the switches' secrets: a directory only this user can
+    // read or change.
+    mlt_common::files::trusted_dir(&args.out).with_context(|| {
+        format!(
+            "cannot use {} for running configurations",
+            args.out.display()
+        )
+    })?;
     let progress = !args.json && std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
     let ssh = args.ssh.options();

@@ -1,6 +1,5 @@
 //! `mltctl history`: the runs the journal holds.
 
-use anyhow::Context;
 use mltctl::apply::journal::{self, Entry, Run};
 use serde::Serialize;
 
@@ -68,14 +67,21 @@ pub fn run(args: Args) -> Result<(), Failure> {
         )
     };
     let journal_path = args.state.journal(path);
-    let (entries, skipped) = journal::read(&journal_path)
-        .with_context(|| format!("cannot read the journal {}", journal_path.display()))?;
-    if skipped > 0 {
+    let contents = journal::read(&journal_path).map_err(anyhow::Error::from)?;
+    if contents.cut_short {
         eprintln!(
-            "mltctl: {skipped} line(s) of {} are not journal entries (cut short?) and were skipped",
+            "mltctl: the last line of {} was cut short (a run stopped while writing it) and is left out",
             journal_path.display()
         );
     }
+    if contents.unchained > 0 {
+        eprintln!(
+            "mltctl: {} line(s) of {} were written before journal lines were chained and cannot be verified",
+            contents.unchained,
+            journal_path.display()
+        );
+    }
+    let entries = contents.entries;
     let mut runs: Vec<Run<'_>> = journal::runs(&entries);
     if let Some(names) = &wanted {
         for run in &mut runs {

@@ -69,7 +69,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let path = &args.inventory.inventory;
-    let text = endhost::input::read_text(&args.playbook, MAX_PLAYBOOK_BYTES)
+    let text = mlt_common::input::read_text(&args.playbook, MAX_PLAYBOOK_BYTES)
         .with_context(|| format!("cannot read {}", args.playbook.display()))?;
     let steps =
         playbook::parse(&args.playbook, &text).map_err(|e| Failure::Usage(e.to_string()))?;

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
 use mltctl::apply::Confirm;
 use mltctl::apply::journal::{self, Entry, Kind, RunInfo};
 use mltctl::apply::settle::Decision;
@@ -45,8 +44,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(path)?)?;
     let targets = selected(&plan, &args.push.limit)?;
     let journal_path = args.push.state.journal(path);
-    let (entries, _) = journal::read(&journal_path)
-        .with_context(|| format!("cannot read the journal {}", journal_path.display()))?;
+    let entries = journal::read(&journal_path)
+        .map_err(anyhow::Error::from)?
+        .entries;
     let runs = journal::runs(&entries);
     let Some(run) = runs.iter().find(|r| r.run == args.to) else {
         return Err(Failure::Usage(format!(

@@ -14,6 +14,7 @@ use crate::parallel::{self, Progress};
 use crate::plan::Plan;
 use crate::plan::hosts::network_plan;
 use crate::ssh::{Session, SshOptions};
+use switch_config::redact::clean;
 use switch_config::shell::ShellCommand;
 
 pub struct Options {
@@ -116,7 +117,7 @@ fn configure(
         )?;
         Remote::new(scratch.trim(), plan)?
     } else {
-        run(session, &ShellCommand::new("mkdir -p").arg(remote.dir()))?;
+        super::trusted_remote_dir(session, remote.dir())?;
         remote.clone()
     };
     let outcome = (|| {
@@ -150,7 +151,7 @@ fn configure(
             Err(_) => Err(format!(
                 "`{command}` exited with {}: {}",
                 output.status,
-                output.stderr.trim()
+                clean(output.stderr.trim())
             )),
         }
     })();
@@ -165,7 +166,7 @@ fn configure(
         agent::Status::Ok if result.binary_uploaded => Status::Changed,
         agent::Status::Ok => Status::Ok,
     };
-    result.message = report.error.clone();
+    result.message = report.error.as_deref().map(clean);
     result.report = Some(report);
     Ok(())
 }
@@ -200,7 +201,8 @@ pub fn render(result: &HostResult, check: bool, diff: bool) -> String {
         &detail.join("; "),
     );
     if let Some(report) = &result.report {
-        let agent_text = agent::render(report, diff);
+        // The host wrote the report: its text is data.
+        let agent_text = clean(&agent::render(report, diff));
         // The agent's first line repeats the status; its details follow.
         for line in agent_text.lines().skip(1) {
             out.push_str(line);

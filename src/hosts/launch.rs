@@ -20,6 +20,7 @@ use crate::plan::Plan;
 use crate::plan::groups::{Contention, Pattern, Rack};
 use crate::plan::hosts::ip_mac;
 use crate::ssh::SshOptions;
+use switch_config::redact::clean;
 use switch_config::shell::ShellCommand;
 
 pub struct Options {
@@ -65,12 +66,13 @@ pub struct RankInfo {
     pub env: BTreeMap<String, String>,
 }
 
-/// The host's transport configuration with the datapath asked for.
-/// The transport's configuration; a DPDK transport reads its next hops from the IP=MAC
+/// The transport's configuration with the datapath asked for and the job's key file
+/// (uploaded beside it, 0600); a DPDK transport reads its next hops from the IP=MAC
 /// file uploaded beside it (the file GLOO_DPDK_CONFIG names).
 fn transport_json(plan: &Plan, rank: usize, remote: &Remote, datapath: DatapathKind) -> Vec<u8> {
     let mut config = plan.transport_config(rank);
     config.job.datapath.kind = datapath;
+    config.key_file = Some(remote.file(&plan.hosts[rank].name, "key").into());
     if datapath == DatapathKind::Dpdk {
         config.dpdk.ip_mac = Some(remote.file(&plan.hosts[rank].name, "ipmac").into());
     }
@@ -88,9 +90,14 @@ fn result(plan: &Plan, rank: usize) -> HostResult {
     }
 }
 
-/// Pass one on one host: files uploaded, a running transport stopped, a new one
-/// started in the background.
-pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
+/// The bytes of a job's key: fresh for each launch, so a key that leaked from an
+/// earlier job opens nothing.
+pub const JOB_KEY_BYTES: usize = 32;
+
+/// Pass one on one host: files uploaded (the job's `key` among them, readable by the
+/// transport's user alone), a running transport stopped, a new one started in the
+/// background.
+pub fn start_host(plan: &Plan, rank: usize, options: &Options, key: &[u8]) -> HostResult {
     let started = Instant::now();
     let mut out = result(plan, rank);
     let remote = &options.remote;
@@ -110,6 +117,7 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
                     remote.binary()
                 ))
             })?;
+            super::trusted_remote_dir(&mut session, remote.dir()).map_err(failed)?;
             let env = environment(plan, rank, remote, options.datapath);
             let files = [
                 (
@@ -124,6 +132,9 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options) -> HostResult {
                     .upload(&data, &remote.file(name, suffix), 0o644)
                     .map_err(|e| failed(format!("uploading {suffix}: {e}")))?;
             }
+            session
+                .upload(key, &remote.file(name, "key"), 0o600)
+                .map_err(|e| failed(format!("uploading the job's key: {e}")))?;
             let file = |suffix| remote.file(name, suffix);
             let stop = endhost().code("stop --pid-file").arg(file("pid"));
             run(&mut session, &stop).map_err(failed)?;
@@ -183,11 +194,11 @@ pub fn wait_host(
             .code("--json");
         match run(&mut session, &command) {
             Ok(stdout) => serde_json::from_str::<TransportStatus>(stdout.trim())
-                .map_err(|e| format!("unexpected status reply ({e}): {stdout}")),
+                .map_err(|e| format!("unexpected status reply ({e}): {}", clean(&stdout))),
             Err(e) => {
                 let tail = ShellCommand::new("tail -n 5").arg(file("log"));
                 let log = run(&mut session, &tail).unwrap_or_default();
-                Err(format!("{e}; its log ends:\n{}", log.trim_end()))
+                Err(format!("{e}; its log ends:\n{}", clean(log.trim_end())))
             }
         }
     });
@@ -218,10 +229,12 @@ pub fn launch(
     options: &Options,
     on_progress: &mut dyn FnMut(Progress<'_, HostResult>),
 ) -> (Vec<HostResult>, Option<Launched>) {
+    let mut key = [0u8; JOB_KEY_BYTES];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
     let mut results = parallel::run(
         hosts,
         options.forks,
-        |&rank| start_host(plan, rank, options),
+        |&rank| start_host(plan, rank, options, &key),
         on_progress,
     );
     // (slot in `hosts`, rank) of every host whose transport started.

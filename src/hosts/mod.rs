@@ -13,6 +13,7 @@ use std::time::Instant;
 use endhost_core::config::{Collective, DatapathKind};
 
 use switch_config::names::check_name;
+use switch_config::redact::clean;
 use switch_config::shell::{ShellCommand, quote};
 
 use crate::outcome::{Status, Summary};
@@ -154,7 +155,7 @@ pub fn env_file(env: &BTreeMap<String, String>) -> String {
 
 /// A session to a host, or why there is none.
 fn open(plan: &Plan, rank: usize, ssh: &SshOptions) -> Result<Session, String> {
-    Session::open(&plan.hosts[rank].mgmt, ssh).map_err(|e| e.to_string())
+    Session::open(&plan.hosts[rank].mgmt, ssh).map_err(|e| clean(&e.to_string()))
 }
 
 /// `host:port` of a host's management address.
@@ -163,7 +164,8 @@ fn endpoint(plan: &Plan, rank: usize) -> String {
     format!("{}:{}", mgmt.address, mgmt.port)
 }
 
-/// Runs `command` and returns its standard output, or a message with its standard error.
+/// Runs `command` and returns its standard output, or a message with its standard error
+/// (a host's text is data: control characters escaped, key material redacted).
 fn run(session: &mut Session, command: &ShellCommand) -> Result<String, String> {
     let output = session
         .exec(command)
@@ -177,10 +179,48 @@ fn run(session: &mut Session, command: &ShellCommand) -> Result<String, String> 
             output.stderr.trim().to_string()
         };
         Err(format!(
-            "`{command}` exited with {}: {detail}",
-            output.status
+            "`{command}` exited with {}: {}",
+            output.status,
+            clean(&detail)
         ))
     }
+}
+
+/// Makes the remote directory (if missing) and checks it can be trusted: a real
+/// directory (not a link) of the SSH user or root that its group and others cannot
+/// write, else another user of the host could swap what mltctl puts there (the
+/// binary it runs, the job's key).
+fn trusted_remote_dir(session: &mut Session, dir: &str) -> Result<(), String> {
+    run(session, &ShellCommand::new("mkdir -p -m 0755").arg(dir))?;
+    let me = run(session, &ShellCommand::new("id -u"))?;
+    let stat = run(session, &ShellCommand::new("stat -c '%u %a %F'").arg(dir))?;
+    let mut fields = stat.split_whitespace();
+    let (owner, mode) = (
+        fields.next().unwrap_or_default(),
+        fields.next().unwrap_or_default(),
+    );
+    let kind = fields.collect::<Vec<_>>().join(" ");
+    let mode = u32::from_str_radix(mode, 8)
+        .map_err(|_| format!("cannot read the mode of {dir}: {}", clean(&stat)))?;
+    if kind != "directory" {
+        return Err(format!(
+            "{dir} is a {}, not a directory: refused",
+            clean(&kind)
+        ));
+    }
+    if owner != me.trim() && owner != "0" {
+        return Err(format!(
+            "{dir} belongs to uid {}, not to the SSH user (uid {}) or root: refused, since its owner could change what mltctl puts there",
+            clean(owner),
+            clean(me.trim())
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "{dir} is writable by its group or others (mode {mode:o}): refused (chmod go-w it)"
+        ));
+    }
+    Ok(())
 }
 
 fn seconds_since(started: Instant) -> f64 {

@@ -8,7 +8,7 @@ use marked_yaml::types::{MarkedMappingNode, MarkedSequenceNode};
 use marked_yaml::{Error as SerdeError, FromNodeError, LoaderOptions, Node};
 use serde::de::DeserializeOwned;
 
-use endhost::input::{InputError, read_text};
+use mlt_common::input::{InputError, read_text};
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::Marker as YamlMarker;
 

@@ -12,11 +12,12 @@
 use std::fs;
 use std::net::{Ipv4Addr, TcpStream};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use mlt_common::files;
 use serde::{Deserialize, Serialize};
 
 use super::emulator::Device;
@@ -135,12 +136,13 @@ pub fn layout(dir: &Path) -> Result<Layout, LabError> {
 /// Builds the lab; on any failure, removes what it made and says why.
 pub fn up(spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Layout, LabError> {
     preflight(spec)?;
-    // A directory of our own (root's, 0700): the switches' commands in it run as root.
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&spec.dir)
-        .map_err(io(format!("cannot create {}", spec.dir.display())))?;
+    // A directory of our own (root's, 0700): the switches' commands in it run as root,
+    // and sshd reads its keys there, so one that another user owns or can write (or a
+    // link) is refused, and one we trust is made private.
+    let made_dir =
+        files::trusted_dir(&spec.dir).map_err(|e| LabError::Refused(format!("--dir: {e}")))?;
+    fs::set_permissions(&spec.dir, fs::Permissions::from_mode(0o700))
+        .map_err(io(format!("cannot make {} private", spec.dir.display())))?;
     let made = write_inventory(spec).and_then(|inventory| {
         let layout = plan_layout(spec, &inventory);
         refuse_taken_names(&layout)?;
@@ -150,7 +152,9 @@ pub fn up(spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Layout, LabError> {
         Ok(made) => made,
         Err(e) => {
             // Nothing exists yet but the directory, which was empty.
-            let _ = fs::remove_dir_all(&spec.dir);
+            if made_dir == files::Made::Created {
+                let _ = fs::remove_dir_all(&spec.dir);
+            }
             return Err(e);
         }
     };

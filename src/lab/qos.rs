@@ -90,7 +90,8 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/inventory/lab.yaml");
         let plan =
             crate::plan::Plan::build(&crate::inventory::load(std::path::Path::new(path)).unwrap());
-        let scratch = std::env::temp_dir().join(format!("mltctl-qos-{}", std::process::id()));
+        let scratch_dir = mlt_common::files::scratch_dir("mltctl-qos-").unwrap();
+        let scratch = scratch_dir.path();
         let mut checked = 0;
         for switch in &plan.switches {
             let intent = &switch.intent;
@@ -139,7 +140,6 @@ mod tests {
             }
             checked += 1;
         }
-        let _ = std::fs::remove_dir_all(&scratch);
         assert_eq!(
             checked,
             IMPLEMENTED.len(),

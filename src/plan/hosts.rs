@@ -15,6 +15,7 @@ use endhost_core::config::{
 };
 use endhost_core::host::HostNetworkPlan;
 use endhost_core::host::plan::{self, DpdkPrep};
+use endhost_core::vdev::{Vdev, VdevDriver};
 use endhost_core::{MacAddr, PciAddr};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
@@ -169,6 +170,7 @@ pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
         },
         peers,
         dpdk: dpdk_options(plan, me),
+        key_file: None,
     }
 }
 
@@ -177,17 +179,36 @@ pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
 /// when idle (the kernel already wakes them; busy polling would only take the host's
 /// cores).
 fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
+    let queues = plan.job.datapath.rx_queues;
+    // The NIC name keeps to the interface grammar (validation), so building the device
+    // from it cannot fail.
+    let over = |driver, arguments: &[(&str, String)]| {
+        let vdev = arguments
+            .iter()
+            .try_fold(Vdev::new(driver, 0), |vdev, (key, value)| {
+                vdev.with(key, value)
+            })
+            .expect("a validated NIC name and numbers keep to the vdev grammar");
+        over_the_kernel(vdev)
+    };
     match plan.job.datapath.driver {
         // One AF_XDP socket per RX queue, on the NIC's first queues; the datapath adds
         // its XDP program (`xdp_prog=`).
-        DpdkDriver::AfXdp => over_the_kernel(format!(
-            "net_af_xdp0,iface={},start_queue=0,queue_count={}",
-            me.nic.name, plan.job.datapath.rx_queues
-        )),
-        DpdkDriver::AfPacket => over_the_kernel(format!(
-            "net_af_packet0,iface={},qpairs={}",
-            me.nic.name, plan.job.datapath.rx_queues
-        )),
+        DpdkDriver::AfXdp => over(
+            VdevDriver::AfXdp,
+            &[
+                ("iface", me.nic.name.clone()),
+                ("start_queue", "0".into()),
+                ("queue_count", queues.to_string()),
+            ],
+        ),
+        DpdkDriver::AfPacket => over(
+            VdevDriver::AfPacket,
+            &[
+                ("iface", me.nic.name.clone()),
+                ("qpairs", queues.to_string()),
+            ],
+        ),
         // The kernel keeps the NIC (flow bifurcation): the PMD claims the data port only.
         DpdkDriver::Mlx5 => DpdkOptions {
             isolate: true,
@@ -199,7 +220,7 @@ fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
 
 /// A virtual device over the NIC's kernel interface: ordinary memory, RX lcores that
 /// sleep when idle.
-fn over_the_kernel(vdev: String) -> DpdkOptions {
+fn over_the_kernel(vdev: Vdev) -> DpdkOptions {
     DpdkOptions {
         vdev: Some(vdev),
         no_huge: true,

@@ -118,7 +118,7 @@ pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn push::De
         Vendor::Eos => Box::new(eos::push::Eos::new(change_id)),
         Vendor::Onyx => Box::new(onyx::push::Onyx::new(intent)),
         Vendor::Cumulus => Box::new(cumulus::push::Cumulus),
-        Vendor::Sonic => Box::new(sonic::push::Sonic::new(change_id, &intent.name)),
+        Vendor::Sonic => Box::new(sonic::push::Sonic::new(change_id)),
     }
 }
 

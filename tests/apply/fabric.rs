@@ -66,9 +66,10 @@ impl Fabric {
         passphrase: Option<&str>,
     ) -> Fabric {
         let inventory_yaml = &std::fs::read_to_string(source).unwrap();
-        let dir = std::env::temp_dir().join(format!("mltctl-apply-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed by Drop (unless MLTCTL_TEST_KEEP is set).
+        let dir = mlt_common::files::scratch_dir(&format!("mltctl-apply-{test}-"))
+            .unwrap()
+            .keep();
         // Debian's sshd needs its privilege separation directory.
         std::fs::create_dir_all("/run/sshd").unwrap();
         let key = dir.join("id_ed25519");

@@ -995,8 +995,8 @@ fn other_shapes() {
             params_per_layer: 5000,
             buffer_bytes: None,
         };
-        let dir = std::env::temp_dir().join(format!("mltctl-shape-{index}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = mlt_common::files::scratch_dir(&format!("mltctl-shape-{index}-")).unwrap();
+        let dir = scratch.path();
         let source = dir.join("shaped.yaml");
         std::fs::write(
             &source,
@@ -1015,7 +1015,6 @@ fn other_shapes() {
             |name| empty_config(&vendors[name]),
             None,
         );
-        std::fs::remove_dir_all(&dir).unwrap();
         let count = fabric.switches.len();
         let check = fabric.apply(&["--check", "--exit-code"]);
         assert_exit(&check, 6);

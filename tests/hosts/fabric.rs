@@ -170,9 +170,10 @@ impl Fabric {
     /// Builds everything; panics (after cleaning up, through Drop) if any step fails.
     pub fn new(test: &str) -> Fabric {
         let prefix = format!("mh{}{}", std::process::id() % 100_000, &test[..2]);
-        let dir = std::env::temp_dir().join(format!("mltctl-hosts-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed by Drop.
+        let dir = mlt_common::files::scratch_dir(&format!("mltctl-hosts-{test}-"))
+            .unwrap()
+            .keep();
         std::fs::create_dir_all("/run/sshd").unwrap();
         let mut fabric = Fabric {
             inventory: dir.join("inventory.yaml"),

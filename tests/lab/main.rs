@@ -82,7 +82,8 @@ fn main() {
 /// `--buffer-kib 160` cannot hold the default plan's thresholds: refused with the
 /// plan's own words, and no directory or namespace is left.
 fn buffer_too_small_is_refused() {
-    let dir = std::env::temp_dir().join(format!("mltctl-lab-small-{}", std::process::id()));
+    let scratch = mlt_common::files::scratch_dir("mltctl-lab-small-").unwrap();
+    let dir = scratch.path().join("lab");
     let out = Command::new(mltctl())
         .args(["lab", "up", "--name", "mltsmall", "--hosts-per-leaf", "1"])
         .args(["--buffer-kib", "160", "--dir"])
@@ -117,6 +118,8 @@ fn text(out: &Output) -> String {
 /// The lab in a scratch directory; dropping it brings the lab down, whatever happened.
 struct Lab {
     dir: PathBuf,
+    /// Where `dir` is; removed after the lab is down.
+    _scratch: mlt_common::files::TempDir,
 }
 
 impl Lab {
@@ -126,9 +129,11 @@ impl Lab {
 
     /// A lab of 2 spines and 2 leaves with `hosts_per_leaf` hosts behind each.
     fn up_with(hosts_per_leaf: u32) -> Lab {
-        let dir = std::env::temp_dir().join(format!("mltctl-lab-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let lab = Lab { dir };
+        let scratch = mlt_common::files::scratch_dir("mltctl-lab-").unwrap();
+        let lab = Lab {
+            dir: scratch.path().join("lab"),
+            _scratch: scratch,
+        };
         let out = Command::new(mltctl())
             .args([
                 "lab",
@@ -380,7 +385,8 @@ fn lab_end_to_end() {
     assert_eq!(routes.len(), switches.len());
 
     // A second lab cannot take this one's names or network, nor a directory not its own.
-    let other = std::env::temp_dir().join(format!("mltctl-lab-other-{}", std::process::id()));
+    let scratch = mlt_common::files::scratch_dir("mltctl-lab-other-").unwrap();
+    let other = scratch.path().join("lab");
     let out = Command::new(mltctl())
         .args(["lab", "up", "--name", NAME, "--dir"])
         .arg(&other)

@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{MacAddr, PciAddr};
+use crate::vdev::Vdev;
 
 /// Everything one host needs to join a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,6 +21,11 @@ pub struct TransportConfig {
     /// How this host starts DPDK, when the job's datapath is DPDK.
     #[serde(default)]
     pub dpdk: DpdkOptions,
+    /// Where this host keeps the job's shared key (`mltctl launch` writes it over SSH,
+    /// 0600): every peer must prove it at the control channel's HELLO. Without one,
+    /// peers are believed from their configured addresses alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// This host's DPDK settings: the EAL's arguments and where next-hop MACs come from.
@@ -28,7 +34,8 @@ pub struct TransportConfig {
 pub struct DpdkOptions {
     /// A virtual device to use instead of the NIC at `local.pci`, as EAL's `--vdev`
     /// takes it: `net_af_packet0,iface=eth0,qpairs=4`, `net_af_xdp0,iface=eth0`, …
-    pub vdev: Option<String>,
+    /// (read into typed parts: see [`Vdev`]).
+    pub vdev: Option<Vdev>,
     /// EAL `--file-prefix` (one per DPDK process on a machine); default the host name.
     pub file_prefix: Option<String>,
     /// First CPU of the EAL's lcores (OptiReduce's GLOO_DPDK_THREADS_OFFSET): the main

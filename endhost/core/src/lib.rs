@@ -13,6 +13,7 @@
 //! - [`sync`]: the Selective Reduce, partial reduce and all reduce policies, and the
 //!   controller's messages;
 //! - [`daemon`]: the launched transport's socket messages;
+//! - [`vdev`]: a DPDK virtual device, built from typed parts;
 //! - [`addr`], [`workload`]: MAC and PCI addresses; the self-test workload.
 
 pub mod addr;
@@ -22,6 +23,7 @@ pub mod daemon;
 pub mod host;
 pub mod proto;
 pub mod sync;
+pub mod vdev;
 pub mod wire;
 pub mod workload;
 

@@ -18,7 +18,8 @@
 //! the control channel (with what the handle stands for: tensor, round and step, the
 //! job and the two ranks); `sequence` numbers the message's packets from 0, and the
 //! payload goes at `sequence` × the values per packet (both ends size packets by the
-//! job's MTU). *rank* is the sender's, checked against the handle; *job tag* is the low
+//! job's MTU). *rank* is the sender's, checked against the handle and against the
+//! address the datagram came from; *job tag* is the low
 //! byte of the job id, so a stray datagram of another job is told apart without a
 //! lookup. The layer decides the packet's DSCP and is not needed past the sender.
 //!
@@ -26,13 +27,16 @@
 //! sequence of a data packet that asked for one ([`Flags::ACK_REQUEST`]); the sender
 //! kept that packet's send time, so the RTT needs no timestamp on the wire.
 //!
+//! Version 3 changed the control channel's HELLO (a nonce, and the job key's proof);
+//! the data header is version 2's.
+//!
 //! The header is 16 bytes (version 1 had 36): with a 1,500-byte MTU a packet carries
 //! 364 values (1,456 bytes), 98.9% of the datagram.
 
 use std::fmt;
 
 pub const MAGIC: u8 = 0x4d; // "M"
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 pub const HEADER_LEN: usize = 16;
 
 mod field {
@@ -294,7 +298,7 @@ mod tests {
         assert_eq!(
             &bytes[..HEADER_LEN],
             &[
-                0x4d, 2, 0x13, 7, 0, 2, 0, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0, 0x04, 0xd2
+                0x4d, VERSION, 0x13, 7, 0, 2, 0, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0, 0x04, 0xd2
             ]
         );
     }

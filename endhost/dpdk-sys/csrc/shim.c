@@ -138,9 +138,6 @@ uint8_t *shim_mbuf_append(struct rte_mbuf *m, uint16_t len)
     return (uint8_t *)rte_pktmbuf_append(m, len);
 }
 
-/* Drops `len` bytes from the front; 0 on success. */
-int shim_mbuf_adj(struct rte_mbuf *m, uint16_t len) { return rte_pktmbuf_adj(m, len) ? 0 : -1; }
-
 /* Keeps the first `len` bytes of a single-segment mbuf. */
 void shim_mbuf_keep(struct rte_mbuf *m, uint16_t len)
 {

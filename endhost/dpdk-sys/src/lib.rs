@@ -142,7 +142,6 @@ unsafe extern "C" {
     pub fn shim_pktmbuf_free(m: *mut rte_mbuf);
     pub fn shim_mbuf_data(m: *mut rte_mbuf, len: *mut u16) -> *mut u8;
     pub fn shim_mbuf_append(m: *mut rte_mbuf, len: u16) -> *mut u8;
-    pub fn shim_mbuf_adj(m: *mut rte_mbuf, len: u16) -> c_int;
     pub fn shim_mbuf_keep(m: *mut rte_mbuf, len: u16);
     pub fn shim_mbuf_segments(m: *const rte_mbuf) -> u16;
     pub fn shim_ring_enqueue_burst(r: *mut rte_ring, objs: *mut *mut rte_mbuf, n: c_uint)

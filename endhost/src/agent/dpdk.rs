@@ -185,9 +185,10 @@ mod tests {
 
     impl FakeSysfs {
         fn new(test: &str, hugepages: u32, driver: &str, interface: Option<&str>) -> FakeSysfs {
-            let root =
-                std::env::temp_dir().join(format!("mltctl-sysfs-{test}-{}", std::process::id()));
-            let _ = fs::remove_dir_all(&root);
+            // Removed by Drop.
+            let root = mlt_common::files::scratch_dir(&format!("mltctl-sysfs-{test}-"))
+                .unwrap()
+                .keep();
             let huge = root.join("kernel/mm/hugepages/hugepages-2048kB");
             fs::create_dir_all(&huge).unwrap();
             fs::write(huge.join("nr_hugepages"), format!("{hugepages}\n")).unwrap();
@@ -274,14 +275,14 @@ mod tests {
 
     #[test]
     fn check_mode_on_a_machine_without_the_device_says_why() {
-        let dir = std::env::temp_dir().join(format!("mltctl-sysfs-{}", std::process::id()));
+        let scratch = mlt_common::files::scratch_dir("mltctl-sysfs-").unwrap();
+        let dir = scratch.path().to_path_buf();
         let huge = dir.join("kernel/mm/hugepages/hugepages-2048kB");
         fs::create_dir_all(&huge).unwrap();
         fs::create_dir_all(dir.join("kernel/iommu_groups")).unwrap();
         fs::create_dir_all(dir.join("bus/pci/devices")).unwrap();
         fs::write(huge.join("nr_hugepages"), "16\n").unwrap();
-        let steps = Sysfs { root: dir.clone() }.prepare(&prep(), true);
-        let _ = fs::remove_dir_all(&dir);
+        let steps = Sysfs { root: dir }.prepare(&prep(), true);
         assert_eq!(steps[0].status, StepStatus::Failed);
         assert!(steps[0].reason.as_ref().unwrap().contains("intel_iommu=on"));
         assert_eq!(steps[1].status, StepStatus::WouldChange);

@@ -20,7 +20,7 @@ pub const OWNER: u8 = 77;
 
 use self::dpdk::Sysfs;
 use self::netlink::{NetlinkError, Nic};
-use crate::input::{InputError, MAX_FILE_BYTES, read_text};
+use mlt_common::input::{InputError, MAX_FILE_BYTES, read_text};
 
 /// Why a host's network plan file could not be used.
 #[derive(Debug, thiserror::Error)]

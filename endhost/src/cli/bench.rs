@@ -8,6 +8,7 @@ use endhost::testbed::bench::datapath::{PairSpec, System};
 use endhost::testbed::bench::{self, BenchSpec};
 use endhost::testbed::netns::{self, FabricSpec};
 use endhost_core::config::{DatapathKind, RateControl};
+use endhost_core::vdev::VdevDriver;
 
 use super::{Baseline, BlastRole, CollectiveArg, DatapathArg};
 
@@ -139,9 +140,10 @@ pub struct DatapathArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "net_af_packet,net_af_xdp,net_memif"
+        default_value = "net_af_packet,net_af_xdp,net_memif",
+        value_parser = vdev_driver
     )]
-    pub vdev: Vec<String>,
+    pub vdev: Vec<VdevDriver>,
     /// Datagrams to blast from one namespace to the other.
     #[arg(long, default_value_t = 2_000_000)]
     pub packets: u64,
@@ -254,6 +256,17 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     })
 }
 
+/// A DPDK virtual-device driver by DPDK's name for it.
+fn vdev_driver(name: &str) -> Result<VdevDriver, String> {
+    VdevDriver::ALL
+        .into_iter()
+        .find(|d| d.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = VdevDriver::ALL.iter().map(|d| d.name()).collect();
+            format!("one of {}", names.join(", "))
+        })
+}
+
 fn datapath(args: DatapathArgs) -> anyhow::Result<()> {
     let systems = args
         .datapath
@@ -268,7 +281,7 @@ fn datapath(args: DatapathArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|v| System {
                     kind: DatapathKind::Dpdk,
-                    vdev: Some(v.clone()),
+                    vdev: Some(*v),
                 })
                 .collect(),
         })
@@ -295,10 +308,10 @@ fn report<R: serde::Serialize + std::fmt::Display>(
     run: impl FnOnce(&Path, &Path) -> Result<R, String>,
 ) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find this program's path")?;
-    let scratch = std::env::temp_dir().join(format!("endhost-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    let report = run(&exe, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    // Scripts run as root from here: a fresh directory of our own, never a fixed name.
+    let scratch = mlt_common::files::scratch_dir("endhost-bench-")?;
+    let report = run(&exe, scratch.path());
+    drop(scratch);
     let report = report.map_err(anyhow::Error::msg)?;
     if json {
         println!("{}", serde_json::to_string(&report)?);

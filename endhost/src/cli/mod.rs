@@ -86,7 +86,7 @@ pub enum BlastRole {
 
 /// A host's transport configuration, as `mltctl plan --host NAME` writes it.
 pub fn read_config(path: &std::path::Path) -> anyhow::Result<TransportConfig> {
-    let text = endhost::input::read_text(path, endhost::input::MAX_FILE_BYTES)
+    let text = mlt_common::input::read_text(path, mlt_common::input::MAX_FILE_BYTES)
         .with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("{} is not a host configuration", path.display()))
@@ -95,7 +95,7 @@ pub fn read_config(path: &std::path::Path) -> anyhow::Result<TransportConfig> {
 /// The controller's shared token: from `file`, else MLT_CONTROLLER_TOKEN, else none.
 pub fn controller_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
     let token = match file {
-        Some(path) => endhost::input::read_text(path, 4096)
+        Some(path) => mlt_common::input::read_text(path, 4096)
             .with_context(|| format!("cannot read the token file {}", path.display()))?
             .trim()
             .to_string(),

@@ -35,6 +35,16 @@ pub struct Args {
     /// Seconds to wait for every peer to come up.
     #[arg(long, default_value_t = 60)]
     pub connect_timeout: u64,
+    /// Seconds a client may take to send one request, from its first byte to its last
+    /// (idle time between requests is not counted); a client that stalls mid-request is
+    /// cut off.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout: u64,
+    /// The most memory the socket's clients together can make the transport hold
+    /// (request values until answered, and shared regions), in MiB [default: 2,048 per
+    /// local rank: each one region and one request of the largest allreduce].
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub client_memory: Option<u64>,
     /// Run in the background, output appended to --log.
     #[arg(long, requires_all = ["pid_file", "log"])]
     pub detach: bool,
@@ -54,25 +64,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map(|pid| println!("{pid}"))
                 .with_context(|| format!("cannot start the transport (log {})", log.display()))
         }
-        _ => serve(
-            &args.config,
-            &args.socket,
-            args.socket_group.as_deref(),
-            args.pid_file.as_deref(),
-            args.connect_timeout,
-        ),
+        _ => serve(&args),
     }
 }
 
 /// In the foreground: until SIGTERM or SIGINT.
-fn serve(
-    config: &Path,
-    socket: &Path,
-    socket_group: Option<&str>,
-    pid_file: Option<&Path>,
-    connect_timeout: u64,
-) -> anyhow::Result<()> {
-    let config = super::read_config(config)?;
+fn serve(args: &Args) -> anyhow::Result<()> {
+    let (socket, pid_file) = (args.socket.as_path(), args.pid_file.as_deref());
+    let socket_group = args.socket_group.as_deref();
+    let config = super::read_config(&args.config)?;
+    let mut limits = daemon::Limits::for_local_ranks(config.job.local_ranks);
+    limits.request_timeout = Duration::from_secs(args.request_timeout);
+    if let Some(mib) = args.client_memory {
+        limits.client_bytes = mib.saturating_mul(1 << 20);
+    }
     // Before joining the job: a group that does not exist fails at once.
     let gid = socket_group.map(group_id).transpose()?;
     if let Some(pid_file) = pid_file {
@@ -84,7 +89,7 @@ fn serve(
         .build()?;
     let result = runtime.block_on(async {
         let options = Options {
-            connect_timeout: Duration::from_secs(connect_timeout),
+            connect_timeout: Duration::from_secs(args.connect_timeout),
             bind: None,
         };
         let (rank, world) = (config.rank, config.job.world_size);
@@ -103,7 +108,7 @@ fn serve(
                 _ = tokio::signal::ctrl_c() => {}
             }
         };
-        let transport = daemon::serve(transport, listener, stop).await;
+        let transport = daemon::serve(transport, listener, limits, stop).await;
         transport.shutdown().await;
         println!("stopped");
         anyhow::Ok(())
@@ -126,22 +131,41 @@ fn group_id(name: &str) -> anyhow::Result<nix::unistd::Gid> {
 
 /// Listens on `socket`, made for its owner only (0600) or also for group `gid` (0660).
 /// The socket is made under a umask that lets nobody else in, so there is no moment
-/// when another user could connect.
+/// when another user could connect. Its group and mode are set through its path (a
+/// socket's descriptor does not reach its file on Linux), never following a link, and
+/// only once the path is seen to be this user's socket; the directory it is in is the
+/// transport's own (`mltctl bootstrap` checks it), so nobody can swap it between.
 fn listen(
     socket: &Path,
     gid: Option<nix::unistd::Gid>,
 ) -> anyhow::Result<tokio::net::UnixListener> {
     use nix::sys::stat::{Mode, umask};
-    use std::os::unix::fs::PermissionsExt;
     let previous = umask(Mode::from_bits_truncate(0o177));
     let bound = tokio::net::UnixListener::bind(socket);
     umask(previous);
     let listener = bound.with_context(|| format!("cannot listen on {}", socket.display()))?;
     if let Some(gid) = gid {
-        nix::unistd::chown(socket, None, Some(gid))
-            .with_context(|| format!("cannot give {} to group {gid}", socket.display()))?;
-        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660))
-            .with_context(|| format!("cannot set the mode of {}", socket.display()))?;
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let meta = std::fs::symlink_metadata(socket)
+            .with_context(|| format!("cannot look at {}", socket.display()))?;
+        if !meta.file_type().is_socket() || meta.uid() != nix::unistd::geteuid().as_raw() {
+            anyhow::bail!("{} is not the socket this transport made", socket.display());
+        }
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            socket,
+            None,
+            Some(gid),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .with_context(|| format!("cannot give {} to group {gid}", socket.display()))?;
+        nix::sys::stat::fchmodat(
+            nix::fcntl::AT_FDCWD,
+            socket,
+            Mode::from_bits_truncate(0o660),
+            nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+        )
+        .with_context(|| format!("cannot set the mode of {}", socket.display()))?;
     }
     Ok(listener)
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use endhost_core::daemon::{AllreduceReply, Request, Status};
 use serde::Deserialize;
 
-pub use server::serve;
+pub use server::{Limits, serve};
 
 /// A blocking client of a launched transport.
 pub struct Client {

@@ -2,24 +2,49 @@
 //! processes, their shared regions, and the rounds that sum several local ranks'
 //! contributions before one allreduce across hosts.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use endhost_core::collective::Done;
 use endhost_core::daemon::{AllreduceReply, Attached, MAX_VALUES, Request, Status};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Mutex, oneshot};
 
 use super::shared::Region;
 use crate::transport::Transport;
 
+/// What the socket's clients may make the transport hold, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// From a request's first byte to its last (its line and its values): a client
+    /// that starts a request and stalls is cut off. Idle time between requests is free.
+    pub request_timeout: Duration,
+    /// Bytes every connection together may make the transport hold: request values
+    /// (from their first byte until the reply) and shared regions.
+    pub client_bytes: u64,
+}
+
+impl Limits {
+    /// What a host needs at most: each local rank a region and a request of the
+    /// largest allreduce.
+    pub fn for_local_ranks(local_ranks: u32) -> Limits {
+        Limits {
+            request_timeout: Duration::from_secs(30),
+            client_bytes: u64::from(local_ranks.max(1)) * 2 * MAX_VALUES * 4,
+        }
+    }
+}
+
 struct Shared {
     transport: Transport,
+    limits: Limits,
+    /// Bytes of [`Limits::client_bytes`] held now.
+    held: Cell<u64>,
     /// The next tensor id; held for the whole allreduce so ranks agree on the order.
     next_tensor: Mutex<u32>,
     rounds: RefCell<Rounds>,
@@ -30,9 +55,38 @@ struct Shared {
 }
 
 /// More connections than a host's training processes and their tools need; past it a
-/// new one is closed at once. Each connection holds one request's values at most
-/// (`MAX_VALUES`), so this bounds what clients can make the transport hold.
+/// new one is closed at once. What they hold together is bounded by
+/// [`Limits::client_bytes`].
 const MAX_CONNECTIONS: usize = 64;
+
+/// A share of [`Limits::client_bytes`], given back when dropped.
+struct Held {
+    shared: Rc<Shared>,
+    bytes: u64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shared.held.set(self.shared.held.get() - self.bytes);
+    }
+}
+
+/// Takes `bytes` of the clients' budget, or says why not.
+fn hold(shared: &Rc<Shared>, bytes: u64) -> Result<Held, String> {
+    let held = shared.held.get();
+    if held.saturating_add(bytes) > shared.limits.client_bytes {
+        return Err(format!(
+            "{bytes} bytes would take the transport's clients past their budget of {} \
+             bytes ({held} held now; endhost serve --client-memory)",
+            shared.limits.client_bytes
+        ));
+    }
+    shared.held.set(held + bytes);
+    Ok(Held {
+        shared: Rc::clone(shared),
+        bytes,
+    })
+}
 
 /// What a round's members get back: one result for all.
 type Outcome = Rc<Result<Done, String>>;
@@ -135,11 +189,14 @@ struct Contribution {
 pub async fn serve(
     transport: Transport,
     listener: UnixListener,
+    limits: Limits,
     stop: impl std::future::Future<Output = ()>,
 ) -> Transport {
     let local_ranks = transport.config().job.local_ranks.max(1) as usize;
     let shared = Rc::new(Shared {
         transport,
+        limits,
+        held: Cell::new(0),
         next_tensor: Mutex::new(0),
         rounds: RefCell::new(Rounds::new(local_ranks)),
         claimed: RefCell::new(vec![false; local_ranks]),
@@ -183,7 +240,8 @@ pub async fn serve(
 struct Connection {
     reader: BufReader<UnixStream>,
     local_rank: Option<usize>,
-    region: Option<Region>,
+    /// The region and its share of the clients' budget.
+    region: Option<(Region, Held)>,
 }
 
 async fn client(stream: UnixStream, shared: &Rc<Shared>) -> io::Result<()> {
@@ -209,10 +267,26 @@ async fn client(stream: UnixStream, shared: &Rc<Shared>) -> io::Result<()> {
 
 async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()> {
     let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
-    while let Some(line) = crate::lines::next_line(&mut c.reader)
-        .await
-        .map_err(|e| invalid(e.to_string()))?
-    {
+    let late = || {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            "a request did not arrive whole within the request timeout",
+        )
+    };
+    loop {
+        // Between requests a client may wait as long as it likes; once one starts, it
+        // must arrive whole in time.
+        if c.reader.fill_buf().await?.is_empty() {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + shared.limits.request_timeout;
+        let line = tokio::time::timeout_at(deadline, crate::lines::next_line(&mut c.reader))
+            .await
+            .map_err(|_| late())?
+            .map_err(|e| invalid(e.to_string()))?;
+        let Some(line) = line else {
+            return Ok(());
+        };
         let request: Request = serde_json::from_str(&line).map_err(|e| invalid(e.to_string()))?;
         match request {
             Request::Status => {
@@ -221,17 +295,31 @@ async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()>
             }
             Request::Attach { local_rank, bytes } => attach(c, shared, local_rank, bytes).await?,
             Request::Allreduce { values, layer } => {
-                if values > MAX_VALUES {
-                    let error = format!("{values} values is above the limit of {MAX_VALUES}");
-                    write_line(c.reader.get_mut(), &failed(error, 0.0)).await?;
-                    return Ok(());
-                }
+                // The values follow the line: a request that cannot be served closes
+                // the connection after its answer.
+                let held = if values > MAX_VALUES {
+                    Err(format!(
+                        "{values} values is above the limit of {MAX_VALUES}"
+                    ))
+                } else {
+                    hold(shared, values * 4)
+                };
+                let _held = match held {
+                    Ok(held) => held,
+                    Err(error) => {
+                        write_line(c.reader.get_mut(), &failed(error, 0.0)).await?;
+                        return Ok(());
+                    }
+                };
                 let mut bytes = vec![0u8; values as usize * 4];
-                c.reader.read_exact(&mut bytes).await?;
+                tokio::time::timeout_at(deadline, c.reader.read_exact(&mut bytes))
+                    .await
+                    .map_err(|_| late())??;
                 let data = bytes
                     .chunks_exact(4)
                     .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .collect();
+                drop(bytes);
                 let started = Instant::now();
                 let outcome = match local_rank_of(c, shared) {
                     Ok(local_rank) => {
@@ -262,17 +350,16 @@ async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()>
             } => {
                 let started = Instant::now();
                 let outcome = match shared_request(c, shared, values, layers, loss_bound) {
-                    Ok(contribution) => contribute(shared, contribution).await,
+                    Ok((contribution, _held)) => contribute(shared, contribution).await,
                     Err(e) => Rc::new(Err(e)),
                 };
-                if let (Ok(done), Some(region)) = (&*outcome, &c.region) {
+                if let (Ok(done), Some((region, _))) = (&*outcome, &c.region) {
                     region.write(&done.data);
                 }
                 write_line(c.reader.get_mut(), &reply(&outcome, started)).await?;
             }
         }
     }
-    Ok(())
 }
 
 async fn status(shared: &Shared) -> Status {
@@ -295,7 +382,7 @@ async fn status(shared: &Shared) -> Status {
 /// rank `local_rank`.
 async fn attach(
     c: &mut Connection,
-    shared: &Shared,
+    shared: &Rc<Shared>,
     local_rank: u32,
     bytes: u64,
 ) -> io::Result<()> {
@@ -320,8 +407,15 @@ async fn attach(
             MAX_VALUES * 4
         ))
     } else {
-        match Region::new(bytes as usize) {
-            Ok(region) => {
+        // The region it replaces is given back first.
+        c.region = None;
+        let made = hold(shared, bytes).and_then(|held| {
+            Region::new(bytes as usize)
+                .map(|region| (region, held))
+                .map_err(|e| format!("cannot make a shared region of {bytes} bytes: {e}"))
+        });
+        match made {
+            Ok((region, held)) => {
                 if c.local_rank.is_none() {
                     shared.rounds.borrow_mut().arrive(local_rank as usize);
                 }
@@ -331,10 +425,10 @@ async fn attach(
                     .map_err(io::Error::other)?;
                 line.push(b'\n');
                 region.send(c.reader.get_mut(), &line).await?;
-                c.region = Some(region);
+                c.region = Some((region, held));
                 return Ok(());
             }
-            Err(e) => refuse(format!("cannot make a shared region of {bytes} bytes: {e}")),
+            Err(e) => refuse(e),
         }
     };
     write_line(c.reader.get_mut(), &reply).await
@@ -348,14 +442,16 @@ fn local_rank_of(c: &Connection, shared: &Shared) -> Result<usize, String> {
     }
 }
 
+/// A local rank's contribution read from its region, with the copy's share of the
+/// clients' budget.
 fn shared_request(
     c: &Connection,
-    shared: &Shared,
+    shared: &Rc<Shared>,
     values: u64,
     layers: Vec<(u64, u16)>,
     loss_bound: Option<f64>,
-) -> Result<Contribution, String> {
-    let Some(region) = &c.region else {
+) -> Result<(Contribution, Held), String> {
+    let Some((region, _)) = &c.region else {
         return Err("no shared region: attach first".into());
     };
     let local_rank = local_rank_of(c, shared)?;
@@ -374,7 +470,8 @@ fn shared_request(
     if !ascending || layers.last().is_some_and(|l| l.0 >= values.max(1)) {
         return Err("layers: give (first value, layer) pairs, ascending, inside the values".into());
     }
-    Ok(Contribution {
+    let held = hold(shared, values * 4)?;
+    let contribution = Contribution {
         local_rank,
         data: region.read(values as usize),
         layers: layers
@@ -382,7 +479,8 @@ fn shared_request(
             .map(|(at, layer)| (at as usize, layer))
             .collect(),
         loss_bound,
-    })
+    };
+    Ok((contribution, held))
 }
 
 /// Adds a local rank's contribution to its round; once every local rank has given its

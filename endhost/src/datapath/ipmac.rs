@@ -52,7 +52,7 @@ pub fn next_hops(
     let Some(file) = file else {
         return Ok(destinations.collect());
     };
-    let text = crate::input::read_text(file, crate::input::MAX_FILE_BYTES)
+    let text = mlt_common::input::read_text(file, mlt_common::input::MAX_FILE_BYTES)
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let map = parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut missing: Vec<String> = destinations

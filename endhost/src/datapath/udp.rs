@@ -203,7 +203,7 @@ fn wait_writable(fd: RawFd) -> io::Result<()> {
 }
 
 impl Datapath for UdpDatapath {
-    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, &[u8])) -> io::Result<usize> {
         let fd = self.socket.as_raw_fd();
         // SAFETY: CMSG_SPACE only computes a size.
         let space = unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as usize;
@@ -219,8 +219,13 @@ impl Datapath for UdpDatapath {
                 .collect();
             let mut controls = vec![0u8; space * RX_BATCH];
             // SAFETY: plain data, filled in below.
+            let mut sources: Vec<libc::sockaddr_in> =
+                (0..RX_BATCH).map(|_| unsafe { zeroed() }).collect();
+            // SAFETY: plain data, filled in below.
             let mut msgs: Vec<libc::mmsghdr> = (0..RX_BATCH).map(|_| unsafe { zeroed() }).collect();
             for (i, m) in msgs.iter_mut().enumerate() {
+                m.msg_hdr.msg_name = (&mut sources[i] as *mut libc::sockaddr_in).cast();
+                m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as u32;
                 m.msg_hdr.msg_iov = &mut iovs[i];
                 m.msg_hdr.msg_iovlen = 1;
                 m.msg_hdr.msg_control = controls[i * space..].as_mut_ptr().cast();
@@ -259,13 +264,17 @@ impl Datapath for UdpDatapath {
                     }
                 }
                 let data = &self.rx[i][..len];
+                let source = SocketAddrV4::new(
+                    u32::from_be(sources[i].sin_addr.s_addr).into(),
+                    u16::from_be(sources[i].sin_port),
+                );
                 if data.is_empty() {
                     // An empty datagram is still one to count (as truncated).
-                    deliver(data);
+                    deliver(source, data);
                     total += 1;
                 }
                 for datagram in data.chunks(segment.max(1)) {
-                    deliver(datagram);
+                    deliver(source, datagram);
                     total += 1;
                 }
             }
@@ -339,7 +348,7 @@ mod tests {
         let mut seen = Vec::new();
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while seen.len() < 2 && std::time::Instant::now() < deadline {
-            datapath.receive(&mut |d| seen.push(d.len())).unwrap();
+            datapath.receive(&mut |_, d| seen.push(d.len())).unwrap();
         }
         assert_eq!(seen, [0, 3]);
     }

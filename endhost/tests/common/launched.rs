@@ -27,8 +27,13 @@ impl Launched {
 
     /// As `start`, with `serve` given `extra` arguments too.
     pub fn start_with(name: &str, configs: Vec<TransportConfig>, extra: &[&str]) -> Launched {
-        let dir = std::env::temp_dir().join(format!("endhost-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed by Drop. Others may enter (not write): tests connect to the sockets
+        // as other users, and it is the sockets' modes that must keep them out.
+        let dir = mlt_common::files::scratch_dir(&format!("endhost-{name}-"))
+            .unwrap()
+            .keep();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         let launched = Launched {
             dir,
             hosts: configs.len() as u32,

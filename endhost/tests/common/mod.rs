@@ -73,6 +73,7 @@ pub fn configs(world: u32, base_port: u16) -> Vec<TransportConfig> {
                 })
                 .collect(),
             dpdk: Default::default(),
+            key_file: None,
         })
         .collect()
 }

@@ -55,6 +55,7 @@ impl Rng {
 
 enum Delivery {
     Datagram {
+        from: u16,
         to: u16,
         bytes: Vec<u8>,
     },
@@ -175,6 +176,7 @@ impl Sim {
                     self.schedule(
                         at,
                         Delivery::Datagram {
+                            from: rank as u16,
                             to: tx.peer,
                             bytes: buf[..tx.len].to_vec(),
                         },
@@ -227,8 +229,8 @@ impl Sim {
                 }
                 self.queue.pop();
                 match self.deliveries[index].take().expect("delivered once") {
-                    Delivery::Datagram { to, bytes } => {
-                        self.engines[usize::from(to)].handle_datagram(self.now, &bytes)
+                    Delivery::Datagram { from, to, bytes } => {
+                        self.engines[usize::from(to)].handle_datagram(self.now, Some(from), &bytes)
                     }
                     Delivery::Control { from, to, message } => {
                         self.engines[usize::from(to)].handle_control(self.now, from, message)

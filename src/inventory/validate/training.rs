@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use endhost::input::{InputError, read_text};
+use mlt_common::input::{InputError, read_text};
 
 use super::*;
 use crate::inventory::load::MAX_INPUT_BYTES;

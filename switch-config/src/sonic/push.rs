@@ -2,6 +2,10 @@
 //! `config apply-patch` applies the JSON patch and `config rollback` returns to the
 //! checkpoint. SONiC has no commit-confirm of its own, so a systemd timer (SONiC runs
 //! systemd) rolls back to the checkpoint unless the commit is confirmed in time.
+//!
+//! The patch is applied with sudo, so it is staged where no other user of the switch
+//! can write or swap it: a fresh `mktemp -d` directory (0700, unguessable name), removed
+//! as soon as the patch is applied or dropped.
 
 use std::time::Duration;
 
@@ -10,22 +14,39 @@ use crate::shell::ShellCommand;
 
 pub struct Sonic {
     checkpoint: String,
-    patch_file: String,
+    /// The private directory the patch is staged in, once made.
+    staging: Option<String>,
     timer: String,
 }
 
+/// What `mktemp -d /tmp/mltctl-patch.XXXXXXXXXX` answers starts with; ten random
+/// letters and digits follow.
+const STAGING_PREFIX: &str = "/tmp/mltctl-patch.";
+
 impl Sonic {
-    pub fn new(change_id: &str, switch: &str) -> Self {
+    pub fn new(change_id: &str) -> Self {
         Sonic {
             checkpoint: change_id.to_string(),
-            // Named after the switch too: a file's name should say whose it is.
-            patch_file: format!("/tmp/{change_id}-{switch}.json-patch"),
+            staging: None,
             timer: format!("{change_id}-revert"),
         }
     }
 
-    fn remove_patch(&self) -> ShellCommand {
-        ShellCommand::new("rm -f").arg(&self.patch_file)
+    fn patch_file(&self) -> Result<String, PushError> {
+        self.staging
+            .as_ref()
+            .map(|dir| format!("{dir}/patch.json"))
+            .ok_or_else(|| PushError::Rejected {
+                command: "config apply-patch".into(),
+                message: "no patch was staged".into(),
+            })
+    }
+
+    /// Removes the staging directory (and the patch in it), if one was made.
+    fn remove_patch(&mut self) -> Option<ShellCommand> {
+        self.staging
+            .take()
+            .map(|dir| ShellCommand::new("rm -rf").arg(dir))
     }
 
     fn delete_checkpoint(&self) -> ShellCommand {
@@ -48,17 +69,35 @@ impl Device for Sonic {
         patch: &str,
         _running: &str,
     ) -> Result<(), PushError> {
-        let command = ShellCommand::new("cat").code(">").arg(&self.patch_file);
+        if let Some(old) = self.remove_patch() {
+            run(t, &old, "")?;
+        }
+        let mktemp = ShellCommand::new("mktemp -d /tmp/mltctl-patch.XXXXXXXXXX");
+        let made = run(t, &mktemp, "")?;
+        let dir = made.trim();
+        let random = dir.strip_prefix(STAGING_PREFIX).unwrap_or_default();
+        if random.len() != 10 || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(PushError::Rejected {
+                command: mktemp.to_string(),
+                message: format!(
+                    "it answered {}, not a new directory of that name",
+                    crate::redact::shown(dir)
+                ),
+            });
+        }
+        self.staging = Some(dir.to_string());
+        let command = ShellCommand::new("cat").code(">").arg(self.patch_file()?);
         run(t, &command, patch).map(drop)
     }
 
     fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
-        let command = ShellCommand::new("sudo config apply-patch --dry-run").arg(&self.patch_file);
+        let command =
+            ShellCommand::new("sudo config apply-patch --dry-run").arg(self.patch_file()?);
         run(t, &command, "")
     }
 
     fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError> {
-        let command = ShellCommand::new("sudo config checkpoint")
+        let apply = ShellCommand::new("sudo config checkpoint")
             .arg(&self.checkpoint)
             .and(
                 ShellCommand::new("sudo systemd-run")
@@ -67,7 +106,12 @@ impl Device for Sonic {
                     .code("config rollback")
                     .arg(&self.checkpoint),
             )
-            .and(ShellCommand::new("sudo config apply-patch").arg(&self.patch_file));
+            .and(ShellCommand::new("sudo config apply-patch").arg(self.patch_file()?));
+        // Applied or not, the staged patch has served (rollback uses the checkpoint).
+        let command = match self.remove_patch() {
+            Some(remove) => apply.and(remove),
+            None => apply,
+        };
         run(t, &command, "").map(drop)
     }
 
@@ -75,23 +119,26 @@ impl Device for Sonic {
         let command = self
             .stop_timer()
             .and(ShellCommand::new("sudo config save -y"))
-            .and(self.delete_checkpoint())
-            .and(self.remove_patch());
+            .and(self.delete_checkpoint());
         run(t, &command, "").map(drop)
     }
 
     fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
-        run(t, &self.remove_patch(), "").map(drop)
+        match self.remove_patch() {
+            Some(remove) => run(t, &remove, "").map(drop),
+            None => Ok(()),
+        }
     }
 
     fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
         // The timer may have fired or never started; the checkpoint decides.
-        let command = self.stop_timer().then(
-            ShellCommand::new("sudo config rollback")
-                .arg(&self.checkpoint)
-                .and(self.delete_checkpoint())
-                .and(self.remove_patch()),
-        );
+        let mut undo = ShellCommand::new("sudo config rollback")
+            .arg(&self.checkpoint)
+            .and(self.delete_checkpoint());
+        if let Some(remove) = self.remove_patch() {
+            undo = undo.and(remove);
+        }
+        let command = self.stop_timer().then(undo);
         run(t, &command, "").map(drop)
     }
 
@@ -103,26 +150,58 @@ impl Device for Sonic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::push::Output;
     use crate::push::tests::Recorder;
 
+    /// The patch goes to a directory `mktemp -d` made (never a name another user of the
+    /// switch could guess and make first), every name reaches the shell as one word,
+    /// and the directory is removed once the patch is applied.
     #[test]
-    fn names_reach_the_shell_as_single_words() {
-        let mut t = Recorder::default();
-        let mut sonic = Sonic::new("mltctl-1", "leaf;reboot");
+    fn the_patch_is_staged_in_a_private_directory_and_removed() {
+        let mut t = Recorder {
+            reply: Output {
+                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n".into(),
+                ..Output::default()
+            },
+            ..Recorder::default()
+        };
+        let mut sonic = Sonic::new("mltctl-1;reboot");
         sonic.load_candidate(&mut t, "[]", "").unwrap();
         sonic.commit(&mut t, Duration::from_secs(60)).unwrap();
         sonic.rollback(&mut t).unwrap();
         assert_eq!(
             t.sent,
             [
-                "exec cat > '/tmp/mltctl-1-leaf;reboot.json-patch'\n[]",
-                "exec sudo config checkpoint mltctl-1 && sudo systemd-run --unit=mltctl-1-revert \
-                 --on-active=60 config rollback mltctl-1 && sudo config apply-patch \
-                 '/tmp/mltctl-1-leaf;reboot.json-patch'\n",
-                "exec sudo systemctl stop mltctl-1-revert.timer; sudo config rollback mltctl-1 \
-                 && sudo config delete-checkpoint mltctl-1 && rm -f \
-                 '/tmp/mltctl-1-leaf;reboot.json-patch'\n",
+                "exec mktemp -d /tmp/mltctl-patch.XXXXXXXXXX\n",
+                "exec cat > /tmp/mltctl-patch.Ab3dE6gH9k/patch.json\n[]",
+                "exec sudo config checkpoint 'mltctl-1;reboot' && sudo systemd-run \
+                 '--unit=mltctl-1;reboot-revert' --on-active=60 config rollback 'mltctl-1;reboot' \
+                 && sudo config apply-patch /tmp/mltctl-patch.Ab3dE6gH9k/patch.json \
+                 && rm -rf /tmp/mltctl-patch.Ab3dE6gH9k\n",
+                "exec sudo systemctl stop 'mltctl-1;reboot-revert.timer'; sudo config rollback \
+                 'mltctl-1;reboot' && sudo config delete-checkpoint 'mltctl-1;reboot'\n",
             ]
         );
+    }
+
+    /// A switch that answers `mktemp -d` with a path of its choosing (a link it made,
+    /// another directory) gets no patch.
+    #[test]
+    fn an_unexpected_staging_directory_is_refused() {
+        for answer in ["/etc\n", "/tmp/mltctl-patch.x/../../etc\n", "\n"] {
+            let mut t = Recorder {
+                reply: Output {
+                    stdout: answer.into(),
+                    ..Output::default()
+                },
+                ..Recorder::default()
+            };
+            let mut sonic = Sonic::new("mltctl-1");
+            assert!(
+                sonic.load_candidate(&mut t, "[]", "").is_err(),
+                "{answer:?}"
+            );
+            assert_eq!(t.sent.len(), 1, "nothing written for {answer:?}");
+        }
     }
 }

@@ -523,8 +523,8 @@ impl Engine {
         }
     }
 
-    pub fn handle_datagram(&mut self, now: u64, bytes: &[u8]) {
-        self.endpoint.handle_datagram(now, bytes);
+    pub fn handle_datagram(&mut self, now: u64, from: Option<u16>, bytes: &[u8]) {
+        self.endpoint.handle_datagram(now, from, bytes);
         self.collect_events(now);
     }
 

@@ -10,12 +10,24 @@ use crate::wire::MessageId;
 pub const MAX_FRAME: usize = 1 << 20;
 /// Missing ranges one bitmap frame carries at most; the sender probes again for more.
 pub const MAX_RANGES: usize = 8192;
+/// Bytes of a HELLO's nonce and of an AUTH's MAC.
+pub const NONCE_LEN: usize = 16;
+pub const MAC_LEN: usize = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
-    /// First frame on a connection: who is speaking, and the wire version it speaks
-    /// (version 1's HELLO had none: read as 1).
-    Hello { version: u8, job: u32, rank: u16 },
+    /// First frame on a connection: who is speaking, the wire version it speaks
+    /// (version 1's HELLO had none: read as 1), a fresh nonce, and whether it proves
+    /// the job's key (then an [`Control::Auth`] follows each side's HELLO).
+    Hello {
+        version: u8,
+        job: u32,
+        rank: u16,
+        nonce: [u8; NONCE_LEN],
+        authenticated: bool,
+    },
+    /// Proof of the job's key: a MAC over both HELLOs (see `endhost::mesh`).
+    Auth { mac: [u8; MAC_LEN] },
     /// The receiver has a buffer for the message: send (the rendezvous). Its data
     /// packets carry `handle`, the receiver's name for the message.
     Ready { id: MessageId, handle: u32 },
@@ -54,6 +66,9 @@ const READY: u8 = 2;
 const STOP: u8 = 3;
 const PROBE: u8 = 4;
 const BITMAP: u8 = 5;
+const AUTH: u8 = 6;
+/// A HELLO's flags: bit 0, it proves the job's key.
+const AUTHENTICATED: u8 = 1;
 
 fn put_id(out: &mut Vec<u8>, id: &MessageId) {
     out.extend_from_slice(&id.tensor.to_be_bytes());
@@ -62,16 +77,40 @@ fn put_id(out: &mut Vec<u8>, id: &MessageId) {
 }
 
 impl Control {
+    /// The frame's kind, as an error message names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Control::Hello { .. } => "HELLO",
+            Control::Auth { .. } => "AUTH",
+            Control::Ready { .. } => "READY",
+            Control::Stop(_) => "STOP",
+            Control::Probe(_) => "PROBE",
+            Control::Bitmap { .. } => "BITMAP",
+        }
+    }
+
     /// Appends the frame (length prefix included) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&[0; 4]);
         match self {
-            Control::Hello { version, job, rank } => {
+            Control::Hello {
+                version,
+                job,
+                rank,
+                nonce,
+                authenticated,
+            } => {
                 out.push(HELLO);
                 out.push(*version);
                 out.extend_from_slice(&job.to_be_bytes());
                 out.extend_from_slice(&rank.to_be_bytes());
+                out.push(if *authenticated { AUTHENTICATED } else { 0 });
+                out.extend_from_slice(nonce);
+            }
+            Control::Auth { mac } => {
+                out.push(AUTH);
+                out.extend_from_slice(mac);
             }
             Control::Ready { id, handle } => {
                 out.push(READY);
@@ -152,11 +191,27 @@ fn parse(frame: &[u8]) -> Result<Control, FrameError> {
     let (&kind, rest) = frame.split_first().ok_or(FrameError::BadLength)?;
     let mut r = Reader(rest);
     let control = match kind {
-        HELLO => Control::Hello {
+        // Versions 1 and 2 said no more than who is speaking: read so that the version
+        // can be named.
+        HELLO if r.0.len() <= 7 => Control::Hello {
             version: if r.0.len() == 6 { 1 } else { r.take::<1>()?[0] },
             job: r.u32()?,
             rank: r.u16()?,
+            nonce: [0; NONCE_LEN],
+            authenticated: false,
         },
+        HELLO => Control::Hello {
+            version: r.take::<1>()?[0],
+            job: r.u32()?,
+            rank: r.u16()?,
+            authenticated: match r.take::<1>()?[0] {
+                0 => false,
+                AUTHENTICATED => true,
+                _ => return Err(FrameError::BadLength),
+            },
+            nonce: r.take()?,
+        },
+        AUTH => Control::Auth { mac: r.take()? },
         READY => Control::Ready {
             id: r.id()?,
             handle: r.u32()?,
@@ -199,10 +254,13 @@ mod tests {
     fn frames_round_trip_and_split_anywhere() {
         let messages = [
             Control::Hello {
-                version: 2,
+                version: 3,
                 job: 7,
                 rank: 3,
+                nonce: [9; NONCE_LEN],
+                authenticated: true,
             },
+            Control::Auth { mac: [7; MAC_LEN] },
             Control::Ready {
                 id: id(),
                 handle: 0xdead_beef,
@@ -239,7 +297,9 @@ mod tests {
             Ok(Some(Control::Hello {
                 version: 1,
                 job: 7,
-                rank: 3
+                rank: 3,
+                nonce: [0; NONCE_LEN],
+                authenticated: false,
             }))
         );
     }

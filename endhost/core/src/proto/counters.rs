@@ -39,6 +39,8 @@ pub struct Dropped {
     pub malformed: u64,
     pub foreign_job: u64,
     pub unknown_rank: u64,
+    /// From an address that is not the rank's it names (or no peer's at all).
+    pub wrong_source: u64,
     pub out_of_range: u64,
 }
 
@@ -57,6 +59,7 @@ impl Dropped {
             + self.malformed
             + self.foreign_job
             + self.unknown_rank
+            + self.wrong_source
             + self.out_of_range
     }
 }
@@ -85,6 +88,8 @@ pub struct Counters {
     pub bound_missed: u64,
     pub probes_sent: u64,
     pub bitmaps_sent: u64,
+    /// Bitmaps refused: ranges out of order, overlapping, empty or past the message.
+    pub bitmaps_rejected: u64,
     pub link: LinkTime,
 }
 

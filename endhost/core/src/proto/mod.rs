@@ -146,6 +146,23 @@ const PROBE_FLOOR_US: f64 = 1_000.0;
 const PROBE_SETTLE_US: f64 = 200.0;
 const PROBE_CAP_US: f64 = 200_000.0;
 
+/// Whether a bitmap's missing ranges are what a receiver sends: each non-empty, in
+/// order, apart from each other, and within the message's `packets`. Anything else is
+/// a peer asking for work out of proportion (the same packets many times over).
+fn ranges_are_sound(missing: &[(u32, u32)], packets: u32) -> bool {
+    let mut from = 0u32;
+    for &(first, n) in missing {
+        let Some(end) = first.checked_add(n) else {
+            return false;
+        };
+        if n == 0 || first < from || end > packets {
+            return false;
+        }
+        from = end;
+    }
+    true
+}
+
 /// How long to wait for an answer to a probe: the RTO, doubled for each probe in a
 /// row left unanswered, capped.
 fn probe_wait_ns(rto_us: f64, unanswered: u32) -> u64 {
@@ -163,6 +180,10 @@ struct Outgoing {
     packets: u32,
     next: u32,
     resend: VecDeque<u32>,
+    /// Which packets `resend` holds (one bit each, made at the first bitmap), so a
+    /// bitmap naming a packet already queued adds nothing: the queue never holds more
+    /// than the message's packets, whatever a peer sends.
+    queued: Vec<u64>,
     /// The receiver's handle for the message, once it said READY.
     handle: Option<u32>,
     /// Waiting for an answer to a probe; when to probe again.
@@ -394,6 +415,7 @@ impl Endpoint {
                 packets,
                 next: 0,
                 resend: VecDeque::new(),
+                queued: Vec::new(),
                 handle,
                 probe_deadline: None,
                 unanswered: 0,
@@ -491,8 +513,11 @@ impl Endpoint {
         self.control.pop_front()
     }
 
-    /// A datagram that arrived.
-    pub fn handle_datagram(&mut self, now: u64, bytes: &[u8]) {
+    /// A datagram that arrived from the rank `from` (whose address it came from, as
+    /// the driver knows the peers' addresses; `None`: from no peer of the job). A
+    /// datagram is attributed to the rank it came from, never to the rank it names:
+    /// one whose rank field is not its sender's is dropped and counted.
+    pub fn handle_datagram(&mut self, now: u64, from: Option<u16>, bytes: &[u8]) {
         let packet = match Packet::new_checked(bytes) {
             Ok(p) => p,
             Err(e) => return self.counters.dropped.wire(e),
@@ -504,6 +529,10 @@ impl Endpoint {
         let peer = packet.rank();
         if peer >= self.config.world || peer == self.config.rank {
             self.counters.dropped.unknown_rank += 1;
+            return;
+        }
+        if from != Some(peer) {
+            self.counters.dropped.wrong_source += 1;
             return;
         }
         let header = match Header::parse(&packet) {
@@ -627,7 +656,7 @@ impl Endpoint {
     /// A control message from `peer` (its connection said who it is).
     pub fn handle_control(&mut self, now: u64, peer: u16, message: Control) {
         match message {
-            Control::Hello { .. } => {}
+            Control::Hello { .. } | Control::Auth { .. } => {}
             Control::Ready { id, handle } => match self.sends.get_mut(&(peer, id)) {
                 Some(send) if send.handle.is_none() => {
                     send.handle = Some(handle);
@@ -668,10 +697,21 @@ impl Endpoint {
                 send.probe_deadline = None;
                 send.unanswered = 0;
                 send.awaiting_answer = false;
-                let packets = send.packets;
+                if !ranges_are_sound(&missing, send.packets) {
+                    self.counters.bitmaps_rejected += 1;
+                    return;
+                }
+                if send.queued.is_empty() {
+                    send.queued = vec![0; (send.packets as usize).div_ceil(64)];
+                }
                 for (first, n) in missing {
-                    let end = first.saturating_add(n).min(packets);
-                    send.resend.extend(first.min(end)..end);
+                    for seq in first..first + n {
+                        let (word, bit) = (seq as usize / 64, 1u64 << (seq % 64));
+                        if send.queued[word] & bit == 0 {
+                            send.queued[word] |= bit;
+                            send.resend.push_back(seq);
+                        }
+                    }
                 }
                 if send.resend.is_empty() {
                     // Nothing missing yet no STOP: the STOP is on its way; ask again later.
@@ -779,7 +819,10 @@ impl Endpoint {
         let payload_elems = self.payload_elems;
         let send = self.sends.get_mut(&key).expect("an active send");
         let (seq, retransmit) = match send.resend.pop_front() {
-            Some(seq) => (seq, true),
+            Some(seq) => {
+                send.queued[seq as usize / 64] &= !(1u64 << (seq % 64));
+                (seq, true)
+            }
             None => {
                 send.next += 1;
                 (send.next - 1, false)
@@ -1064,6 +1107,44 @@ mod tests {
         }
     }
 
+    /// A peer that answers a probe with the same ranges over and over, or with ranges
+    /// out of order, overlapping or past the message, cannot grow the resend queue
+    /// past the message's packets: repeats add nothing and bad frames are refused and
+    /// counted.
+    #[test]
+    fn a_bitmap_flood_never_grows_the_resend_queue_past_the_message() {
+        let mut endpoint = endpoint(2, 10e9);
+        send(&mut endpoint, 1, 0, 100);
+        drain(&mut endpoint, 1_000_000, 1_000);
+        let key = (1, id(0));
+        let whole = Control::Bitmap {
+            id: id(0),
+            missing: vec![(0, 60), (60, 40)],
+        };
+        for _ in 0..1_000 {
+            endpoint.handle_control(0, 1, whole.clone());
+        }
+        assert_eq!(endpoint.sends[&key].resend.len(), 100);
+        let hostile = [
+            vec![(0, u32::MAX); control::MAX_RANGES],
+            vec![(50, 10), (10, 5)],
+            vec![(0, 10), (5, 10)],
+            vec![(0, 0)],
+            vec![(90, 11)],
+            vec![(u32::MAX, 2)],
+        ];
+        for missing in hostile {
+            endpoint.handle_control(0, 1, Control::Bitmap { id: id(0), missing });
+        }
+        assert_eq!(endpoint.counters().bitmaps_rejected, 6);
+        assert_eq!(endpoint.sends[&key].resend.len(), 100);
+        // Sent again, a packet may be asked for again.
+        let resent = drain(&mut endpoint, 2_000_000, 1_000).len();
+        assert_eq!(resent, 100);
+        endpoint.handle_control(0, 1, whole);
+        assert_eq!(endpoint.sends[&key].resend.len(), 100);
+    }
+
     /// The bitmap a receiver of 1,000 packets answers a probe with, after all but
     /// `lost` of them arrived.
     fn bitmap_after(loss_bound: f64, lost: u32) -> u32 {
@@ -1096,7 +1177,7 @@ mod tests {
             while let Some(tx) = sender.poll_transmit(now, &mut buf) {
                 // Lose packets spread over the message, as random loss would.
                 if seq % 50 != 7 || seq / 50 >= lost {
-                    receiver.handle_datagram(now, &buf[..tx.len]);
+                    receiver.handle_datagram(now, Some(1), &buf[..tx.len]);
                 }
                 seq += 1;
             }

@@ -40,7 +40,7 @@ pub fn arguments(
         args.extend(["-m".into(), memory_mb.to_string()]);
     }
     match &options.vdev {
-        Some(vdev) => args.extend(["--no-pci".into(), "--vdev".into(), vdev.clone()]),
+        Some(vdev) => args.extend(["--no-pci".into(), "--vdev".into(), vdev.to_string()]),
         None => args.extend(["-a".into(), config.local.pci.to_string()]),
     }
     args.extend(options.eal_args.iter().cloned());
@@ -102,11 +102,6 @@ pub fn allowed_cpus() -> Vec<u32> {
         .collect()
 }
 
-/// The value of `key` (as `iface=`) among a vdev's comma-separated arguments.
-pub fn vdev_arg<'a>(vdev: &'a str, key: &str) -> Option<&'a str> {
-    vdev.split(',').find_map(|kv| kv.strip_prefix(key))
-}
-
 /// What stops the EAL from starting, checked before it is tried (the EAL can be tried
 /// once per process), in the terms an operator acts on.
 pub fn preflight(config: &TransportConfig, sysfs: &Path) -> Result<(), String> {
@@ -126,7 +121,7 @@ pub fn preflight(config: &TransportConfig, sysfs: &Path) -> Result<(), String> {
     }
     match &options.vdev {
         Some(vdev) => {
-            let iface = vdev_arg(vdev, "iface=");
+            let iface = vdev.get("iface");
             if let Some(iface) = iface
                 && !sysfs.join("class/net").join(iface).exists()
             {
@@ -260,7 +255,7 @@ mod tests {
             args.join(" "),
             "endhost --file-prefix h2 --lcores 0@2,1@3,2@4,3@5,4@6 --no-telemetry --log-level=notice -a 0000:3b:00.0"
         );
-        config.dpdk.vdev = Some("net_af_packet0,iface=veth1".into());
+        config.dpdk.vdev = Some("net_af_packet0,iface=veth1".parse().unwrap());
         config.dpdk.no_huge = true;
         config.dpdk.threads_offset = Some(0);
         config.dpdk.file_prefix = Some("rank1".into());

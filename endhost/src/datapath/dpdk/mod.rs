@@ -39,6 +39,7 @@ use super::Datapath;
 use super::frame::{self, Addresses, HEADERS_LEN, Rejected};
 use endhost_core::addr::MacAddr;
 use endhost_core::config::TransportConfig;
+use endhost_core::vdev::{Vdev, VdevDriver};
 use endhost_core::wire::{HEADER_LEN, Packet};
 
 /// Frames per RX or TX burst call.
@@ -217,12 +218,9 @@ impl RxQueue {
             counters.not_ours.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        let len = datagram.payload.len() as u16;
+        // The headers stay (the source is read from them again); Ethernet padding goes.
         // SAFETY: the payload lies within the first segment, as parse checked.
-        unsafe {
-            sys::shim_mbuf_adj(m, datagram.payload.start as u16);
-            sys::shim_mbuf_keep(m, len);
-        }
+        unsafe { sys::shim_mbuf_keep(m, datagram.payload.end as u16) };
         true
     }
 }
@@ -291,23 +289,32 @@ impl DpdkDatapath {
         // An af_xdp device gets our XDP program, which leaves the kernel all but the
         // data port; the PMD loads the file when the queues are set up.
         let mut with_program = None;
-        let mut eal_config = std::borrow::Cow::Borrowed(config);
+        let mut program_vdev = None;
         if let Some(vdev) = config
             .dpdk
             .vdev
-            .as_deref()
-            .filter(|v| xdp::wants_program(v))
+            .as_ref()
+            .filter(|v| v.driver() == VdevDriver::AfXdp)
         {
             let program =
                 xdp::program_for(sys::XDP_REDIRECT_OBJECT, config.job.ports.data).map_err(error)?;
-            let file = xdp::ProgramFile::write(&std::env::temp_dir(), &program)
+            let file = xdp::ProgramFile::write(&program)
                 .map_err(|e| error(format!("cannot write the XDP program: {e}")))?;
-            eal_config.to_mut().dpdk.vdev =
-                Some(format!("{vdev},xdp_prog={}", file.path().display()));
+            program_vdev = Some(
+                vdev.with_program(&file.path())
+                    .map_err(|e| error(e.to_string()))?,
+            );
             with_program = Some(file);
         }
-        let (args, warning) =
-            eal::arguments(&eal_config, wanted_queues, memory_mb, &eal::allowed_cpus());
+        let (mut args, warning) =
+            eal::arguments(config, wanted_queues, memory_mb, &eal::allowed_cpus());
+        if let Some(with_program) = program_vdev {
+            let at = args
+                .iter()
+                .position(|a| a == "--vdev")
+                .expect("a vdev is given");
+            args[at + 1] = with_program;
+        }
         if let Some(warning) = warning {
             eprintln!("endhost: {warning}");
         }
@@ -324,7 +331,8 @@ impl DpdkDatapath {
                 config
                     .dpdk
                     .vdev
-                    .clone()
+                    .as_ref()
+                    .map(ToString::to_string)
                     .unwrap_or_else(|| format!("PCI device {}", config.local.pci))
             )));
         }
@@ -609,7 +617,7 @@ fn check(rc: i32, what: &str) -> io::Result<()> {
 }
 
 impl Datapath for DpdkDatapath {
-    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, &[u8])) -> io::Result<usize> {
         let mut total = 0;
         let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
         for lcore in &self.lcores {
@@ -621,12 +629,15 @@ impl Datapath for DpdkDatapath {
                 } as usize;
                 for &m in &burst[..n] {
                     let mut len = 0u16;
-                    // SAFETY: the RX lcore trimmed this single-segment mbuf to its payload.
-                    let payload = unsafe {
+                    // SAFETY: a single-segment mbuf the RX lcore checked and trimmed to
+                    // the end of its datagram.
+                    let frame = unsafe {
                         let data = sys::shim_mbuf_data(m, &mut len);
                         std::slice::from_raw_parts(data, usize::from(len))
                     };
-                    deliver(payload);
+                    if let Some((source, payload)) = frame::accepted(frame) {
+                        deliver(source, payload);
+                    }
                 }
                 if n > 0 {
                     // SAFETY: delivered; nothing refers to them any more.
@@ -801,12 +812,14 @@ const LINK_PATIENCE: Duration = Duration::from_secs(20);
 /// retry), so two processes started together would race: a client waits until the
 /// server's socket file is there, then a moment more (the server binds, then listens).
 /// It does not probe the socket: the server's listen backlog is one connection.
-fn await_memif_server(vdev: &str) -> io::Result<()> {
-    let arg = |key: &str| eal::vdev_arg(vdev, key);
-    if !vdev.starts_with("net_memif") || arg("role=") != Some("client") {
+fn await_memif_server(vdev: &Vdev) -> io::Result<()> {
+    if vdev.driver() != VdevDriver::Memif || vdev.get("role") != Some("client") {
         return Ok(());
     }
-    let Some(path) = arg("socket=").filter(|_| arg("socket-abstract=") == Some("no")) else {
+    let Some(path) = vdev
+        .get("socket")
+        .filter(|_| vdev.get("socket-abstract") == Some("no"))
+    else {
         return Ok(());
     };
     let since = Instant::now();

@@ -6,15 +6,12 @@
 //! (`xdp_prog=`); the PMD loads it when the port's queues are set up and detaches it
 //! when the port closes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use mlt_common::files::{self, Access, FileError, TempDir};
 
 /// The magic that marks the program's configuration in its read-only data.
 const MAGIC: &[u8; 8] = b"MLTXDPv1";
-
-/// Whether `vdev` is an af_xdp device that needs our program (it names none).
-pub fn wants_program(vdev: &str) -> bool {
-    vdev.starts_with("net_af_xdp") && super::eal::vdev_arg(vdev, "xdp_prog=").is_none()
-}
 
 /// `object` (the compiled program) with `data_port` in its configuration.
 pub fn program_for(object: &[u8], data_port: u16) -> Result<Vec<u8>, String> {
@@ -33,43 +30,24 @@ pub fn program_for(object: &[u8], data_port: u16) -> Result<Vec<u8>, String> {
     Ok(program)
 }
 
-/// The program written for the PMD to load, in a directory of its own that only this
-/// user may enter (a root process writing a guessable path in /tmp could be sent
-/// through a symlink); both removed when dropped (the PMD has loaded it by then).
+/// The program written for the PMD to load, in a fresh scratch directory (unguessable
+/// name, 0700: a root process writing a guessable path in /tmp could be sent through a
+/// symlink or locked out); both removed when dropped (the PMD has loaded it by then).
 pub struct ProgramFile {
-    dir: PathBuf,
-    path: PathBuf,
+    dir: TempDir,
 }
 
 impl ProgramFile {
-    pub fn write(under: &Path, program: &[u8]) -> std::io::Result<ProgramFile> {
-        use std::io::Write;
-        use std::os::unix::fs::DirBuilderExt;
-        // Named by the process only: one datapath a process, and no name from a
-        // configuration in a path.
-        let dir = under.join(format!("endhost-xdp-{}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    pub fn write(program: &[u8]) -> Result<ProgramFile, FileError> {
         let file = ProgramFile {
-            path: dir.join("xdp_redirect.o"),
-            dir,
+            dir: files::scratch_dir("endhost-xdp-")?,
         };
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&file.path)?
-            .write_all(program)?;
+        files::write(&file.path(), program, Access::Private)?;
         Ok(file)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ProgramFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.dir);
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("xdp_redirect.o")
     }
 }
 
@@ -106,22 +84,15 @@ mod tests {
     #[test]
     fn the_file_is_private_and_goes_when_dropped() {
         use std::os::unix::fs::PermissionsExt;
-        let under = std::env::temp_dir();
-        let file = ProgramFile::write(&under, b"program").unwrap();
+        let file = ProgramFile::write(b"program").unwrap();
         assert_eq!(std::fs::read(file.path()).unwrap(), b"program");
         let dir = file.path().parent().unwrap().to_path_buf();
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-        // A second writer in this process is refused, not followed.
-        assert!(ProgramFile::write(&under, b"other").is_err());
+        // A second writer gets a directory of its own.
+        let other = ProgramFile::write(b"other").unwrap();
+        assert_ne!(other.path(), file.path());
         drop(file);
         assert!(!dir.exists());
-    }
-
-    #[test]
-    fn only_af_xdp_devices_without_a_program_get_ours() {
-        assert!(wants_program("net_af_xdp0,iface=eth0"));
-        assert!(!wants_program("net_af_xdp0,iface=eth0,xdp_prog=/x.o"));
-        assert!(!wants_program("net_af_packet0,iface=eth0"));
     }
 }

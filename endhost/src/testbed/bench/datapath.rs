@@ -20,19 +20,20 @@ use super::{collect, host_config, times};
 use crate::datapath::{AnyDatapath, Datapath};
 use crate::testbed::netns::{FabricSpec, Pair};
 use endhost_core::config::{Collective, DatapathKind, DpdkOptions, TransportConfig};
+use endhost_core::vdev::{Vdev, VdevDriver};
 
 /// One datapath under test: kernel UDP, or DPDK on a virtual device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct System {
     pub kind: DatapathKind,
-    /// The vdev driver for DPDK (`net_af_packet`, …).
-    pub vdev: Option<String>,
+    /// The vdev driver for DPDK.
+    pub vdev: Option<VdevDriver>,
 }
 
 impl System {
     pub fn name(&self) -> String {
         match &self.vdev {
-            Some(vdev) => format!("dpdk {vdev}"),
+            Some(vdev) => format!("dpdk {}", vdev.name()),
             None => "kernel udp".into(),
         }
     }
@@ -194,7 +195,7 @@ pub fn pair_configs(
 /// Whether `system` runs DPDK's memif: the two DPDK processes share memory, and only
 /// the control channel crosses the veth.
 fn memif(system: &System) -> bool {
-    system.vdev.as_deref() == Some("net_memif")
+    system.vdev == Some(VdevDriver::Memif)
 }
 
 /// The memif socket of a run in `scratch` (a file both namespaces see).
@@ -205,16 +206,19 @@ fn memif_socket(scratch: &Path, what: &str) -> std::path::PathBuf {
 /// Host `rank`'s vdev for `driver`: over the veth end `eth0`, or for memif a shared
 /// memory interface on `socket` (host 1 the server, host 0 the client) with the veth's
 /// MAC, so frames are addressed as on the veth.
-fn vdev(driver: &str, pair: &Pair, rank: usize, socket: &Path) -> Result<String, String> {
-    if driver != "net_memif" {
-        return Ok(format!("{driver}0,iface=eth0"));
-    }
-    let mac = pair.mac(rank).map_err(|e| e.to_string())?;
-    let role = if rank == 1 { "server" } else { "client" };
-    Ok(format!(
-        "net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
-        socket.display()
-    ))
+fn vdev(driver: VdevDriver, pair: &Pair, rank: usize, socket: &Path) -> Result<Vdev, String> {
+    let vdev = Vdev::new(driver, 0);
+    let built = if driver != VdevDriver::Memif {
+        vdev.with("iface", "eth0")
+    } else {
+        let mac = pair.mac(rank).map_err(|e| e.to_string())?;
+        let role = if rank == 1 { "server" } else { "client" };
+        vdev.with("role", role)
+            .and_then(|v| v.with("socket", socket.display()))
+            .and_then(|v| v.with("socket-abstract", "no"))
+            .and_then(|v| v.with("mac", mac))
+    };
+    built.map_err(|e| e.to_string())
 }
 
 /// The two hosts' configurations for `system` on `pair`, with one RX queue (the
@@ -231,7 +235,7 @@ fn configs(
             return Ok(None);
         };
         Ok(Some(DpdkOptions {
-            vdev: Some(vdev(driver, pair, rank, socket)?),
+            vdev: Some(vdev(*driver, pair, rank, socket)?),
             file_prefix: Some(pair.host(rank)),
             no_huge: true,
             rx_idle_sleep_us: idle_us[rank],
@@ -421,7 +425,7 @@ pub fn blast(
         let idle = crate::driver::Wake::new().map_err(|e| e.to_string())?;
         loop {
             let n = datapath
-                .receive(&mut |_| {})
+                .receive(&mut |_, _| {})
                 .map_err(|e| format!("receive: {e}"))?;
             if n > 0 {
                 if first.is_none() {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::testbed::netns::{Fabric, FabricSpec};
+use crate::testbed::{PYTHON, isolated_python};
 use endhost_core::config::{
     ClassTag, Collective, Datapath, Importance, JobConfig, LocalConfig, PeerConfig, Ports,
     RateControl, Tagging, Timeouts, TransportConfig,
@@ -222,6 +223,7 @@ pub fn host_config(spec: &BenchSpec, rank: usize) -> TransportConfig {
             })
             .collect(),
         dpdk: Default::default(),
+        key_file: None,
     }
 }
 
@@ -346,7 +348,7 @@ const GLOO_SCRIPT: &str = include_str!("gloo_allreduce.py");
 
 /// Whether gloo can run here; the reason if not.
 pub fn gloo_unavailable() -> Option<String> {
-    let ok = Command::new("/usr/bin/python3")
+    let ok = Command::new(PYTHON)
         .args([
             "-c",
             "import torch.distributed as d; assert d.is_gloo_available()",
@@ -417,8 +419,8 @@ pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchRepo
                 let mut children = Vec::new();
                 for rank in 0..hosts {
                     let child = fabric
-                        .command(rank, "/usr/bin/python3")
-                        .arg(&script)
+                        .command(rank, PYTHON)
+                        .args(isolated_python(&script, None))
                         .args([
                             rank.to_string(),
                             hosts.to_string(),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{BenchSpec, collect, gloo_unavailable, host_config};
 use crate::testbed::netns::{Fabric, FabricSpec};
+use crate::testbed::{PYTHON, isolated_python};
 
 /// The training script (endhost/python/examples/train_digits.py).
 const TRAIN_SCRIPT: &str = include_str!("../../../python/examples/train_digits.py");
@@ -269,9 +270,11 @@ fn train(
     let hosts = spec.bench.fabric.hosts;
     let mut children = Vec::new();
     for rank in 0..hosts {
-        let mut command = fabric.command(rank, "/usr/bin/python3");
+        let package = Path::new(PACKAGE_DIR);
+        let package = package.join("mlt_transport").is_dir().then_some(package);
+        let mut command = fabric.command(rank, PYTHON);
         command
-            .arg(script)
+            .args(isolated_python(script, package))
             .args(["--epochs", &spec.epochs.to_string()])
             .args(["--resync-every", &spec.resync_every.to_string()])
             .env("RANK", rank.to_string())
@@ -283,9 +286,6 @@ fn train(
             .env("OMP_NUM_THREADS", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
-        if Path::new(PACKAGE_DIR).join("mlt_transport").is_dir() {
-            command.env("PYTHONPATH", PACKAGE_DIR);
-        }
         match transports {
             Some(t) => command
                 .args(["--backend", "mlt"])
@@ -324,8 +324,8 @@ pub fn plot(report: &TrainReport, out: &Path, scratch: &Path) -> Result<(), Stri
     std::fs::write(&results, serde_json::to_vec(report).expect("serializes"))
         .and_then(|()| std::fs::write(&script, PLOT_SCRIPT))
         .map_err(|e| e.to_string())?;
-    let done = std::process::Command::new("/usr/bin/python3")
-        .arg(&script)
+    let done = std::process::Command::new(PYTHON)
+        .args(isolated_python(&script, None))
         .arg(&results)
         .arg(out)
         .output()

@@ -39,7 +39,7 @@ pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
         .open(path)?;
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
-        return Err(InputError::NotAFile(describe(&kind)));
+        return Err(InputError::NotAFile(crate::files::describe(&kind)));
     }
     let mut bytes = Vec::new();
     // One byte past the limit tells a file at the limit from one that grew past it.
@@ -68,36 +68,18 @@ pub fn text(mut bytes: Vec<u8>) -> Result<String, InputError> {
     })
 }
 
-fn describe(kind: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("endhost-input-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(name)
+    fn scratch() -> crate::files::TempDir {
+        crate::files::scratch_dir("mlt-input-").unwrap()
     }
 
     #[test]
     fn text_files_within_the_limit_are_read_without_a_bom() {
-        let path = scratch("bom.yaml");
+        let dir = scratch();
+        let path = dir.path().join("bom.yaml");
         std::fs::write(&path, b"\xEF\xBB\xBFfabric: {}\n").unwrap();
         assert_eq!(read_text(&path, 100).unwrap(), "fabric: {}\n");
         assert!(matches!(
@@ -117,8 +99,8 @@ mod tests {
 
     #[test]
     fn devices_fifos_and_directories_are_refused_at_once() {
-        let fifo = scratch("fifo");
-        let _ = std::fs::remove_file(&fifo);
+        let dir = scratch();
+        let fifo = dir.path().join("fifo");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid path string.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);

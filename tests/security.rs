@@ -118,6 +118,17 @@ fn names_that_would_be_code_are_refused_where_they_are_written() {
                 "75:17: NIC name `ens/../x` may hold only printable characters other than `/`, `:`, `,`, `=`, brackets and spaces",
             ],
         ),
+        // A name that would add DPDK arguments to the host's vdev (an XDP object of
+        // the writer's choosing, loaded by root).
+        (
+            &[(
+                "nic: {name: ens1f0, pci: \"0000:3b:00.0\", mac: \"02:00:0a:01:01:0b\"",
+                "nic: {name: \"e,xdp_prog=x.o\", pci: \"0000:3b:00.0\", mac: \"02:00:0a:01:01:0b\"",
+            )],
+            &[
+                "75:17: NIC name `e,xdp_prog=x.o` may hold only printable characters other than `/`, `:`, `,`, `=`, brackets and spaces",
+            ],
+        ),
         (
             &[(
                 "address: 192.0.2.11}",
@@ -497,4 +508,192 @@ fn remote_commands_interpolate_nothing_unquoted() {
             }
         }
     }
+}
+
+// ------------------------------------------------ files: links, other users, journal
+
+/// `render --out` into a directory where someone planted links at the names it writes
+/// (and at the old fixed `.NAME.partial` names): refused naming the link, and no
+/// target is written through; the directory itself a link is refused too.
+#[test]
+fn symlinked_outputs_are_refused_and_their_targets_untouched() {
+    let dir = Scratch::new("symlinks");
+    let clean = dir.path("clean");
+    let out = mltctl(&["render", "-i", "inventory/lab.yaml", "--out", s(&clean)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let names: Vec<String> = std::fs::read_dir(&clean)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.len() >= 4, "{names:?}");
+    let victim = dir.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    // Links at the old partial names only: render goes on, the targets stay.
+    let partial = dir.path("partial");
+    std::fs::create_dir(&partial).unwrap();
+    for name in &names {
+        std::os::unix::fs::symlink(&victim, partial.join(format!(".{name}.partial"))).unwrap();
+    }
+    let out = mltctl(&["render", "-i", "inventory/lab.yaml", "--out", s(&partial)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A link at a name render writes: refused, naming it.
+    let planted = dir.path("planted");
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::symlink(&victim, planted.join(&names[0])).unwrap();
+    let out = mltctl(&["render", "-i", "inventory/lab.yaml", "--out", s(&planted)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("is a symbolic link"), "{stderr}");
+    assert!(stderr.contains(&names[0]), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // --out itself a link.
+    let linked = dir.path("linked");
+    std::os::unix::fs::symlink(&clean, &linked).unwrap();
+    let out = mltctl(&["render", "-i", "inventory/lab.yaml", "--out", s(&linked)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("is a symbolic link"));
+}
+
+/// A state directory others can write, a journal that is a link, a lock that is a
+/// link: each refused before anything is sent, and no link's target is changed.
+#[test]
+fn the_state_directory_journal_and_locks_are_never_followed_or_shared() {
+    let dir = Scratch::new("state");
+    let victim = dir.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let apply = |state: &Path| {
+        mltctl(&[
+            "apply",
+            "-i",
+            "inventory/lab.yaml",
+            "--limit",
+            "spine1",
+            "--state-dir",
+            s(state),
+        ])
+    };
+    let shared = dir.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = apply(&shared);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("writable by its group or by others (mode 0777)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let linked = dir.path("linked");
+    std::fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink(&victim, linked.join("journal.jsonl")).unwrap();
+    let out = apply(&linked);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is a symbolic link"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A planted lock: spine1 fails at its lock, before any connection.
+    let locked = dir.path("locked");
+    std::fs::create_dir_all(locked.join("locks")).unwrap();
+    std::os::unix::fs::symlink(&victim, locked.join("locks/spine1.lock")).unwrap();
+    let out = apply(&locked);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stdout));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("spine1.lock is a symbolic link"),
+        "{report}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}
+
+fn journal_entry(run: &str, outcome: &str) -> mltctl::apply::journal::Entry {
+    mltctl::apply::journal::Entry {
+        time: "2026-11-25T10:00:00.000Z".into(),
+        run: run.into(),
+        kind: mltctl::apply::journal::Kind::Apply,
+        of: None,
+        device: "spine1".into(),
+        vendor: "sonic".into(),
+        endpoint: "192.0.2.1:22".into(),
+        outcome: outcome.into(),
+        changes: 1,
+        before_sha256: None,
+        after_sha256: None,
+        owned_before: Some("{}".into()),
+        owned_after: None,
+        sent: Vec::new(),
+        message: None,
+        check: false,
+    }
+}
+
+/// `history` and `rollback` read the journal through the bounded reader: a FIFO or
+/// `/dev/zero` is refused at once; a line appended by someone without the journal's
+/// key (a forged run that would decide what rollback pushes) makes both refuse the
+/// journal, naming that line.
+#[test]
+fn a_journal_that_is_a_fifo_a_device_or_forged_is_refused() {
+    let dir = Scratch::new("journal");
+    let fifo = dir.path("fifo.jsonl");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let history = |journal: &str| {
+        mltctl_within(
+            &["history", "-i", "inventory/lab.yaml", "--journal", journal],
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|| panic!("history --journal {journal} was still running after 10 s"))
+    };
+    for (journal, kind) in [(s(&fifo), "a FIFO"), ("/dev/zero", "a character device")] {
+        let out = history(journal);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains(kind), "{}", text(&out.stderr));
+    }
+    let path = dir.path("state/journal.jsonl");
+    let mut journal = mltctl::apply::journal::Journal::open(&path).unwrap();
+    journal.append(&journal_entry("r1", "changed")).unwrap();
+    drop(journal);
+    let out = history(s(&path));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("r1"));
+    // Someone appends a run of their own, in the journal's own form.
+    let forged = serde_json::to_string(&journal_entry("r9", "changed")).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(
+        &mut file,
+        format!("{{\"chain\":\"{}\",{}\n", "ab".repeat(32), &forged[1..]).as_bytes(),
+    )
+    .unwrap();
+    let out = history(s(&path));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("line 2"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = mltctl(&[
+        "rollback",
+        "-i",
+        "inventory/lab.yaml",
+        "--journal",
+        s(&path),
+        "--to",
+        "r9",
+        "--check",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("changed by something other than mltctl"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -42,6 +42,10 @@ fn main() {
             "foreign_datagrams_are_dropped_and_counted",
             foreign_datagrams,
         ),
+        (
+            "the_bench_runs_python_from_a_fresh_directory_in_isolated_mode",
+            bench_scratch,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -357,4 +361,44 @@ fn foreign_datagrams() {
         assert_eq!(dropped["truncated"], expected, "rank {rank}: {dropped}");
         assert_eq!(dropped["foreign"], expected, "rank {rank}: {dropped}");
     }
+}
+
+/// `endhost bench` runs Python as root. A local user who made the directory the bench
+/// once used (`$TMPDIR/endhost-bench-<pid>`, here made by the shell whose pid the bench
+/// takes over with `exec`) with a `torch.py` in it, and who set PYTHONPATH to another
+/// such module, gets neither imported: the bench's scratch directory is a fresh one,
+/// and Python runs isolated.
+fn bench_scratch() {
+    let scratch = mlt_common::files::scratch_dir("endhost-plant-").unwrap();
+    let marker = scratch.path().join("imported");
+    let planted = format!(
+        "open({:?}, 'w').write(__file__)\nraise SystemExit('planted torch imported')\n",
+        marker.display().to_string()
+    );
+    let on_path = scratch.path().join("on-path");
+    std::fs::create_dir(&on_path).unwrap();
+    std::fs::write(on_path.join("torch.py"), &planted).unwrap();
+    let script = "mkdir -p \"$TMPDIR/endhost-bench-$$\" && cp \"$1\" \"$TMPDIR/endhost-bench-$$/torch.py\" \
+                  && exec \"$2\" bench allreduce --hosts 2 --size 256KiB --iterations 2 --baseline gloo --json";
+    let out = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(on_path.join("torch.py"))
+        .arg(env!("CARGO_BIN_EXE_endhost"))
+        .env("TMPDIR", scratch.path())
+        .env("PYTHONPATH", &on_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !marker.exists(),
+        "a planted torch.py was imported: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["skipped"], serde_json::json!([]), "{report}");
+    assert_eq!(
+        report["results"].as_array().map(Vec::len),
+        Some(2),
+        "{report}"
+    );
 }

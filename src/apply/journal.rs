@@ -198,6 +198,17 @@ impl Journal {
         let key = key(path, true)?;
         let contents = verify(path, &key)?;
         let file = files::open_append(path, Access::Private)?;
+        // A journal an older mltctl made readable by all becomes this user's alone.
+        let io_error = |source| JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mode = file.metadata().map_err(io_error)?.mode();
+        if mode & 0o077 != 0 {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(io_error)?;
+        }
         if contents.cut_short {
             file.set_len(contents.whole)
                 .map_err(|source| JournalError::Io {

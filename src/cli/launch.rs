@@ -76,7 +76,10 @@ fn launch(args: Args, plan: &Plan) -> Result<Ran, Failure> {
     };
     let started = std::time::Instant::now();
     let (results, launched) = launch::launch(plan, &targets, &options, &mut |p| {
-        if let (false, mltctl::parallel::Progress::Finished(_, r)) = (args.json, p) {
+        // Hosts that did not start are said once, at the end, with why.
+        if let (false, mltctl::parallel::Progress::Finished(_, r)) = (args.json, p)
+            && r.status == mltctl::outcome::Status::Changed
+        {
             eprint!(
                 "{}",
                 hosts::status_line(&r.host, &r.endpoint, r.status, "started")

@@ -81,12 +81,12 @@ pub fn bootstrap_host(plan: &Plan, rank: usize, binary: &Binary, options: &Optio
     match open(plan, rank, &options.ssh) {
         Err(e) => {
             result.status = Status::Unreachable;
-            result.message = Some(e);
+            result.message = Some(clean(&e));
         }
         Ok(mut session) => {
             if let Err(e) = configure(&mut session, plan, rank, binary, options, &mut result) {
                 result.status = Status::Failed;
-                result.message = Some(e);
+                result.message = Some(clean(&e));
             }
         }
     }

@@ -107,6 +107,7 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options, key: &[u8]) -> Ho
         .and_then(|mut session| {
             let failed = |e: String| (Status::Failed, e);
             let endhost = || ShellCommand::program(remote.binary());
+            super::trusted_remote_dir(&mut session, remote.dir()).map_err(failed)?;
             run(
                 &mut session,
                 &ShellCommand::new("test -x").arg(remote.binary()),
@@ -117,7 +118,6 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options, key: &[u8]) -> Ho
                     remote.binary()
                 ))
             })?;
-            super::trusted_remote_dir(&mut session, remote.dir()).map_err(failed)?;
             let env = environment(plan, rank, remote, options.datapath);
             let files = [
                 (
@@ -164,7 +164,7 @@ pub fn start_host(plan: &Plan, rank: usize, options: &Options, key: &[u8]) -> Ho
         }
         Err((status, message)) => {
             out.status = status;
-            out.message = Some(message);
+            out.message = Some(clean(&message));
         }
     }
     out.seconds = seconds_since(started);
@@ -209,7 +209,7 @@ pub fn wait_host(
             Some(status)
         }
         Err(message) => {
-            out.message = Some(message);
+            out.message = Some(clean(&message));
             None
         }
     };
@@ -348,7 +348,7 @@ pub fn stop_host(plan: &Plan, rank: usize, ssh: &SshOptions, remote: &Remote) ->
         },
         Err((status, message)) => {
             out.status = status;
-            out.message = Some(message);
+            out.message = Some(clean(&message));
         }
     }
     out.seconds = seconds_since(started);

@@ -409,6 +409,17 @@ impl Fabric {
 
     /// A host command (bootstrap, launch, stop) on this fabric's inventory.
     pub fn host_command(&self, command: &str, inventory: &Path, args: &[&str]) -> Output {
+        self.host_command_in(command, inventory, &self.remote_dir, args)
+    }
+
+    /// [`Fabric::host_command`] with mltctl's files in `remote_dir` on the hosts.
+    pub fn host_command_in(
+        &self,
+        command: &str,
+        inventory: &Path,
+        remote_dir: &Path,
+        args: &[&str],
+    ) -> Output {
         let mut all = vec![
             command.to_string(),
             "-i".into(),
@@ -416,7 +427,7 @@ impl Fabric {
             "--known-hosts".into(),
             self.known_hosts.display().to_string(),
             "--remote-dir".into(),
-            self.remote_dir.display().to_string(),
+            remote_dir.display().to_string(),
         ];
         all.extend(args.iter().map(|a| a.to_string()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();

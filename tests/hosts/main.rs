@@ -522,6 +522,9 @@ fn errors() {
     assert_eq!(std::fs::read_to_string(hugepages).ok(), pages_before);
     assert_eq!(host_state(&fabric, 0), before[0]);
 
+    untrusted_remote_directories_are_refused(&fabric, &inventory);
+    what_a_host_prints_is_shown_as_data(&fabric, &inventory);
+
     // h4 is unreachable: it is reported, the others are configured.
     fabric.stop_sshd(3);
     let out = fabric.host_command(
@@ -574,6 +577,69 @@ fn errors() {
             "{} still serves: {}",
             host.name,
             String::from_utf8_lossy(&serving.stdout)
+        );
+    }
+}
+
+/// A remote directory another user owns, or one others can write, could have what
+/// mltctl puts there (the binary it runs, the job's key) swapped: bootstrap and launch
+/// refuse it, saying why, and put nothing in it.
+fn untrusted_remote_directories_are_refused(fabric: &Fabric, inventory: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let theirs = fabric.dir.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let open = fabric.dir.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    for (dir, says) in [
+        (&theirs, "belongs to uid 65534, not to the SSH user"),
+        (&open, "writable by its group or others (mode 777)"),
+    ] {
+        // Launch starts the whole job; bootstrap is asked for one host.
+        for (command, args) in [("bootstrap", &["--limit", "h1"][..]), ("launch", &[])] {
+            let out = fabric.host_command_in(command, inventory, dir, args);
+            assert_eq!(out.status.code(), Some(4), "{command}: {}", text(&out));
+            assert!(text(&out).contains(says), "{command}: {}", text(&out));
+            assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0, "{command}");
+        }
+    }
+}
+
+/// A host is trusted to run what it is sent, not to be honest in what it prints: a
+/// remote `endhost` that answers with terminal escape sequences and a private key
+/// reaches the admin's terminal as escaped text, the key redacted.
+fn what_a_host_prints_is_shown_as_data(fabric: &Fabric, inventory: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let remote = fabric.dir.join("hostile");
+    std::fs::create_dir(&remote).unwrap();
+    let script = remote.join("endhost");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf '\\033[2J\\033]0;pwned\\007 stopped\\n-----BEGIN OPENSSH PRIVATE KEY-----\\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\\n' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for args in [&[][..], &["--json"]] {
+        let out = fabric.host_command_in("launch", inventory, &remote, args);
+        assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+        let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        assert!(
+            !all.contains(&0x1b),
+            "an escape reached the terminal: {}",
+            text(&out)
+        );
+        assert!(
+            !all.contains(&0x07),
+            "a bell reached the terminal: {}",
+            text(&out)
+        );
+        let shown = String::from_utf8_lossy(&all);
+        assert!(!shown.contains("b3BlbnNzaC1rZXktdjEAAAAA"), "{shown}");
+        assert!(shown.contains("[redacted"), "{shown}");
+        assert!(
+            shown.contains("stopped"),
+            "the host's words are kept: {shown}"
         );
     }
 }

@@ -72,6 +72,14 @@ fn main() {
             },
         )
         .with_ignored_flag(skip.is_some()),
+        Trial::test(
+            "a_directory_another_user_made_or_can_write_is_refused",
+            || {
+                untrusted_directories_are_refused();
+                Ok(())
+            },
+        )
+        .with_ignored_flag(skip.is_some()),
     ];
     // One lab at a time: they share the management network.
     let mut args = args;
@@ -100,6 +108,50 @@ fn buffer_too_small_is_refused() {
         !String::from_utf8_lossy(&namespaces.stdout).contains("mltsmall-"),
         "a namespace was left behind"
     );
+}
+
+/// `lab up --dir D` runs the switches' commands as root from D and sshd reads its keys
+/// there: an empty D another user made (mode and owner as they left them), or one
+/// others can write, is refused before anything is made in it, and left as it was.
+fn untrusted_directories_are_refused() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let scratch = mlt_common::files::scratch_dir("mltctl-lab-untrusted-").unwrap();
+    let theirs = scratch.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let open = scratch.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    for (dir, says) in [
+        (&theirs, "belongs to uid 65534"),
+        (&open, "writable by its group or by others"),
+    ] {
+        let out = Command::new(mltctl())
+            .args([
+                "lab",
+                "up",
+                "--name",
+                "mltun",
+                "--hosts-per-leaf",
+                "1",
+                "--dir",
+            ])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(says), "{}", text(&out));
+        assert_eq!(
+            std::fs::read_dir(dir).unwrap().count(),
+            0,
+            "nothing made in it"
+        );
+        let meta = std::fs::metadata(dir).unwrap();
+        assert!(
+            meta.uid() == 65534 || meta.mode() & 0o777 == 0o777,
+            "left as it was"
+        );
+    }
 }
 
 fn mltctl() -> &'static Path {

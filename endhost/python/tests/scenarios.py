@@ -214,3 +214,7 @@ def departure():
 if __name__ == "__main__":
     {"gloo": against_gloo, "half": half_precision, "resync": resync,
      "errors": errors, "departure": departure}[sys.argv[1]]()
+    # torch 1.13 can abort at exit ("terminate called without an active exception")
+    # when gloo's process group is left to the interpreter's teardown.
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -350,6 +350,7 @@ const GLOO_SCRIPT: &str = include_str!("gloo_allreduce.py");
 pub fn gloo_unavailable() -> Option<String> {
     let ok = Command::new(PYTHON)
         .args([
+            "-I",
             "-c",
             "import torch.distributed as d; assert d.is_gloo_available()",
         ])

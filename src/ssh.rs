@@ -189,7 +189,8 @@ impl Session {
                 file.write_all(chunk)?;
             }
         }
-        let rename = ShellCommand::new("mv -f").arg(&tmp).arg(path);
+        // -T: onto `path` itself, never into a directory (or a link to one) there.
+        let rename = ShellCommand::new("mv -f -T").arg(&tmp).arg(path);
         let output = self.run(Some(rename.as_str()), "")?;
         if output.status != 0 {
             return Err(io::Error::other(format!(

@@ -129,10 +129,12 @@ pub fn write(path: &Path, bytes: &[u8], access: Access) -> Result<(), FileError>
     Ok(())
 }
 
-/// Opens `path` for appending, creating it with `access` if it is missing: never
-/// through a link, and only a regular file of this user.
+/// Opens `path` for appending (and reading, so an appender can check what is there),
+/// creating it with `access` if it is missing: never through a link, and only a regular
+/// file of this user.
 pub fn open_append(path: &Path, access: Access) -> Result<File, FileError> {
     let file = OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(access.mode())

@@ -12,9 +12,9 @@
  * mlt_last_error() returns (per thread).
  *
  * Threads: every function but mlt_stop may be called on one transport from several
- * threads at once; a lock makes the calls take turns, and mlt_wait_cq gives it up at
- * least every millisecond while it waits. mlt_stop must be the last call on a
- * transport, made once no other call on it is under way.
+ * threads at once: posts take turns, and a thread waiting in mlt_wait_cq never holds
+ * up a posting one. mlt_stop must be the last call on a transport, made once no other
+ * call on it is under way.
  */
 #ifndef MLT_H
 #define MLT_H

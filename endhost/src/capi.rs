@@ -8,17 +8,19 @@
 //! errors leave a message for `mlt_last_error` on the calling thread.
 //!
 //! Threads: every function but `mlt_stop` may be called on one transport from several
-//! threads at once. A lock makes the calls take turns; `mlt_wait_cq` gives it up at
-//! least every millisecond while it waits, so other threads' posts and polls go on.
-//! `mlt_stop` must be the last call on a transport, made once no other call on it is
-//! under way.
+//! threads at once. Posts take turns on one lock; waiting for a completion takes another
+//! (so a thread waiting in `mlt_wait_cq` never holds up a posting one), and the first
+//! only to write the result into its buffer. `mlt_stop` must be the last call on a
+//! transport, made once no other call on it is under way.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
 
+use crate::transport::Finished;
 use crate::{Options, Transport};
 use endhost_core::collective::{Done, OpError};
 use endhost_core::config::TransportConfig;
@@ -35,8 +37,10 @@ fn set_error(message: impl std::fmt::Display) {
 /// A running transport, opaque to C.
 pub struct MltTransport {
     runtime: tokio::runtime::Runtime,
-    /// One caller at a time.
+    /// Posts, one caller at a time.
     state: Mutex<State>,
+    /// Completions, one waiter at a time.
+    completions: Mutex<Receiver<Finished>>,
 }
 
 struct State {
@@ -49,9 +53,6 @@ struct State {
 // until their completion is polled (whichever thread polls); everything else is
 // behind the lock.
 unsafe impl Send for State {}
-
-/// The longest a waiting `mlt_wait_cq` holds the lock at a time.
-const WAIT_SLICE: Duration = Duration::from_millis(1);
 
 /// A completion, as C sees it.
 #[repr(C)]
@@ -104,8 +105,9 @@ pub unsafe extern "C" fn mlt_start(
         bind: None,
     };
     match runtime.block_on(Transport::start(config, options)) {
-        Ok(transport) => Box::into_raw(Box::new(MltTransport {
+        Ok(mut transport) => Box::into_raw(Box::new(MltTransport {
             runtime,
+            completions: Mutex::new(transport.take_completions()),
             state: Mutex::new(State {
                 transport: Some(transport),
                 outputs: HashMap::new(),
@@ -298,34 +300,31 @@ pub unsafe extern "C" fn mlt_wait_cq(
         set_error("mlt_poll_cq: no completion to fill");
         return -1;
     }
-    let deadline = Instant::now() + Duration::from_millis(u64::from(timeout_ms));
-    loop {
-        // The lock is held for a slice of the wait at a time.
-        let polled = with(t, |t| {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let next = {
-                let transport = transport(t)?;
-                if left.is_zero() {
-                    transport.poll()
-                } else {
-                    transport.poll_wait(left.min(WAIT_SLICE))
-                }
-            };
-            Ok(match next {
-                Some((handle, result)) => {
-                    // SAFETY: as documented, `out` is writable.
-                    fill(t, handle, result, unsafe { &mut *out });
-                    1
-                }
-                None => 0,
-            })
-        });
-        match polled {
-            Some(0) if Instant::now() < deadline => continue,
-            Some(found) => return found,
-            None => return -1,
-        }
+    if t.is_null() {
+        set_error("no transport");
+        return -1;
     }
+    // SAFETY: the caller passes a pointer from mlt_start that was not stopped.
+    let shared = unsafe { &*t };
+    let next = {
+        let completions = shared.completions.lock().unwrap_or_else(|e| e.into_inner());
+        if timeout_ms == 0 {
+            completions.try_recv().ok()
+        } else {
+            completions
+                .recv_timeout(Duration::from_millis(u64::from(timeout_ms)))
+                .ok()
+        }
+    };
+    let Some((handle, result)) = next else {
+        return 0;
+    };
+    with(t, |t| {
+        // SAFETY: as documented, `out` is writable.
+        fill(t, handle, result, unsafe { &mut *out });
+        Ok(1)
+    })
+    .unwrap_or(-1)
 }
 
 /// Finishes the operations in flight and frees the transport.

@@ -103,32 +103,42 @@ impl Wake {
 }
 
 /// The addresses each peer sends data from: its own and its path addresses, from the
-/// job's data port or the next ports (a DPDK sender spreads its lanes over them).
+/// job's data port or the next ports (a DPDK sender spreads its lanes over them,
+/// wrapping past 65535 as its port arithmetic does).
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
     ranks: HashMap<Ipv4Addr, u16>,
-    ports: std::ops::Range<u16>,
+    data_port: u16,
+    lanes: u16,
 }
 
 impl Sources {
     /// `addresses[rank]` are the addresses rank `rank` may send from; ports from
-    /// `data_port` on, one per lane.
-    pub fn new(addresses: &[Vec<Ipv4Addr>], data_port: u16, lanes: u16) -> Sources {
+    /// `data_port` on, one per lane. An address given to two ranks is refused: its
+    /// datagrams could not be told apart.
+    pub fn new(addresses: &[Vec<Ipv4Addr>], data_port: u16, lanes: u16) -> Result<Sources, String> {
         let mut ranks = HashMap::new();
         for (rank, own) in addresses.iter().enumerate() {
             for address in own {
-                ranks.insert(*address, rank as u16);
+                if let Some(other) = ranks.insert(*address, rank as u16)
+                    && usize::from(other) != rank
+                {
+                    return Err(format!(
+                        "{address} is an address of rank {other} and of rank {rank}"
+                    ));
+                }
             }
         }
-        Sources {
+        Ok(Sources {
             ranks,
-            ports: data_port..data_port.saturating_add(lanes.max(1)),
-        }
+            data_port,
+            lanes: lanes.max(1),
+        })
     }
 
     /// The rank `from` belongs to, if it is a peer's.
     pub fn rank(&self, from: SocketAddrV4) -> Option<u16> {
-        if !self.ports.contains(&from.port()) {
+        if from.port().wrapping_sub(self.data_port) >= self.lanes {
             return None;
         }
         self.ranks.get(from.ip()).copied()

@@ -152,7 +152,8 @@ impl Transport {
                 .collect();
             sources[r] = std::iter::once(peer.ip).chain(peer.paths.clone()).collect();
         }
-        let sources = Sources::new(&sources, ports.data, config.job.datapath.rx_queues);
+        let sources = Sources::new(&sources, ports.data, config.job.datapath.rx_queues)
+            .map_err(TransportError::Config)?;
         let local = config.local.ip;
         let only_local = config.local.path_addresses.iter().all(|a| *a == local);
         let default_bind = if only_local {
@@ -372,6 +373,14 @@ impl Transport {
         self.queue.1.recv_timeout(timeout).ok()
     }
 
+    /// Hands over the completion queue of posted operations, for a caller that waits on
+    /// it apart from its posts (the C ABI: a waiting thread must not hold up a posting
+    /// one); [`Transport::poll`] finds nothing afterwards.
+    pub fn take_completions(&mut self) -> Receiver<Finished> {
+        let (_, nothing) = std::sync::mpsc::channel();
+        std::mem::replace(&mut self.queue.1, nothing)
+    }
+
     pub async fn counters(&self) -> Result<Counters, TransportError> {
         let (tx, rx) = oneshot::channel();
         self.submit(Inbound::Counters(tx))?;
@@ -403,7 +412,6 @@ impl Drop for Transport {
     }
 }
 
-/// 32 random bits: std's randomly keyed SipHash, keyed afresh for each call.
 /// The job's key from `path`: a regular file of this user that nobody else may read,
 /// of 16 to 4,096 bytes.
 fn read_key(path: &std::path::Path) -> Result<mesh::JobKey, TransportError> {
@@ -426,6 +434,7 @@ fn read_key(path: &std::path::Path) -> Result<mesh::JobKey, TransportError> {
     Ok(key.into())
 }
 
+/// 32 random bits: std's randomly keyed SipHash, keyed afresh for each call.
 fn random_seed() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();

@@ -320,7 +320,10 @@ fn peers_without_the_jobs_key_are_refused() {
                     t.shutdown().await;
                     rank0.unwrap().shutdown().await;
                 }
-                Err(e) => assert!(e.to_string().contains(says), "{e}"),
+                Err(e) => {
+                    assert!(!joins, "{e}");
+                    assert!(e.to_string().contains(says), "{e}");
+                }
             }
         }
         let configs = common::configs(2, 24_430);

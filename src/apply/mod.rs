@@ -402,7 +402,7 @@ enum Cause {
     #[error("commit failed: {0}")]
     Commit(PushError),
     #[error("cannot write the journal: {0}")]
-    Journal(std::io::Error),
+    Journal(journal::JournalError),
     #[error("cannot read back after commit: {0}")]
     ReadBack(PushError),
     #[error("cannot read back after commit: {0}")]

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use mlt_common::files::Access;
 use mltctl::generate::{FabricSize, fabric_yaml_with};
 
 use super::{Failure, print};
@@ -57,7 +58,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     // usage error (exit 2).
     let yaml = fabric_yaml_with(size, &vendors).map_err(|e| Failure::Usage(format!("{e:#}")))?;
     match output {
-        Some(path) => std::fs::write(&path, yaml)
+        Some(path) => mlt_common::files::write(&path, yaml.as_bytes(), Access::Readable)
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => print(&yaml)?,
     }

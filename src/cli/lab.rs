@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use mlt_common::files::Access;
 use mltctl::lab::fabric::{self, Spec};
 
 use super::{Failure, print, print_json};
@@ -143,7 +144,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             fabric::layout(&args.dir.dir).context("lab qos")?;
             let marker = fabric::qos_off_file(&args.dir.dir);
             match args.state {
-                QosState::Off => std::fs::write(&marker, "")
+                QosState::Off => mlt_common::files::write(&marker, b"", Access::Private)
                     .with_context(|| format!("cannot write {}", marker.display()))?,
                 QosState::On => match std::fs::remove_file(&marker) {
                     Ok(()) => {}

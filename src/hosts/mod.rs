@@ -188,37 +188,79 @@ fn run(session: &mut Session, command: &ShellCommand) -> Result<String, String> 
 
 /// Makes the remote directory (if missing) and checks it can be trusted: a real
 /// directory (not a link) of the SSH user or root that its group and others cannot
-/// write, else another user of the host could swap what mltctl puts there (the
-/// binary it runs, the job's key).
+/// write, below directories of the SSH user or root that nobody else can write either
+/// (unless sticky, as `/tmp` is); else another user of the host could swap what mltctl
+/// puts there (the binary it runs, the job's key).
 fn trusted_remote_dir(session: &mut Session, dir: &str) -> Result<(), String> {
     run(session, &ShellCommand::new("mkdir -p -m 0755").arg(dir))?;
     let me = run(session, &ShellCommand::new("id -u"))?;
-    let stat = run(session, &ShellCommand::new("stat -c '%u %a %F'").arg(dir))?;
-    let mut fields = stat.split_whitespace();
+    let me = me.trim();
+    let own = run(
+        session,
+        &ShellCommand::new("stat -c '%u %a %F' --").arg(dir),
+    )?;
+    let mut ancestors = Vec::new();
+    let mut at = dir;
+    while let Some(cut) = at.rfind('/') {
+        at = &dir[..cut];
+        ancestors.push(if at.is_empty() { "/" } else { at });
+    }
+    let mut stat = ShellCommand::new("stat -L -c '%u %a' --");
+    for ancestor in &ancestors {
+        stat = stat.arg(*ancestor);
+    }
+    let above = run(session, &stat)?;
+    let refuse = |path: &str, why: String| {
+        Err(format!(
+            "{path} {why}: refused, since another user could change what mltctl puts there"
+        ))
+    };
+    let mut fields = own.split_whitespace();
     let (owner, mode) = (
         fields.next().unwrap_or_default(),
         fields.next().unwrap_or_default(),
     );
     let kind = fields.collect::<Vec<_>>().join(" ");
-    let mode = u32::from_str_radix(mode, 8)
-        .map_err(|_| format!("cannot read the mode of {dir}: {}", clean(&stat)))?;
     if kind != "directory" {
         return Err(format!(
             "{dir} is a {}, not a directory: refused",
             clean(&kind)
         ));
     }
-    if owner != me.trim() && owner != "0" {
-        return Err(format!(
-            "{dir} belongs to uid {}, not to the SSH user (uid {}) or root: refused, since its owner could change what mltctl puts there",
-            clean(owner),
-            clean(me.trim())
-        ));
+    let lines = std::iter::once((dir, owner, mode, false)).chain(
+        ancestors.iter().zip(above.lines()).map(|(path, line)| {
+            let mut fields = line.split_whitespace();
+            (
+                *path,
+                fields.next().unwrap_or_default(),
+                fields.next().unwrap_or_default(),
+                true,
+            )
+        }),
+    );
+    for (path, owner, mode, sticky_allowed) in lines {
+        let Ok(mode) = u32::from_str_radix(mode, 8) else {
+            return Err(format!("cannot read the mode of {path}: {}", clean(mode)));
+        };
+        if owner != me && owner != "0" {
+            return refuse(
+                path,
+                format!(
+                    "belongs to uid {}, not to the SSH user (uid {}) or root",
+                    clean(owner),
+                    clean(me)
+                ),
+            );
+        }
+        if mode & 0o022 != 0 && !(sticky_allowed && mode & 0o1000 != 0) {
+            return refuse(
+                path,
+                format!("is writable by its group or others (mode {mode:o}; chmod go-w it)"),
+            );
+        }
     }
-    if mode & 0o022 != 0 {
-        return Err(format!(
-            "{dir} is writable by its group or others (mode {mode:o}): refused (chmod go-w it)"
-        ));
+    if above.lines().count() != ancestors.len() {
+        return Err(format!("cannot check the directories above {dir}"));
     }
     Ok(())
 }

@@ -592,9 +592,20 @@ fn untrusted_remote_directories_are_refused(fabric: &Fabric, inventory: &Path) {
     let open = fabric.dir.join("open");
     std::fs::create_dir(&open).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Ours, below a directory another user owns (who could rename ours away).
+    let below = fabric.dir.join("their-parent");
+    std::fs::create_dir(&below).unwrap();
+    std::os::unix::fs::chown(&below, Some(65534), Some(65534)).unwrap();
+    let below = below.join("mltctl");
+    std::fs::create_dir(&below).unwrap();
+    let their_parent = format!(
+        "{} belongs to uid 65534",
+        fabric.dir.join("their-parent").display()
+    );
     for (dir, says) in [
         (&theirs, "belongs to uid 65534, not to the SSH user"),
-        (&open, "writable by its group or others (mode 777)"),
+        (&open, "writable by its group or others (mode 777"),
+        (&below, their_parent.as_str()),
     ] {
         // Launch starts the whole job; bootstrap is asked for one host.
         for (command, args) in [("bootstrap", &["--limit", "h1"][..]), ("launch", &[])] {

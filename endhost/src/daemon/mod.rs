@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use endhost_core::daemon::{AllreduceReply, Request, Status};
+use mlt_common::files::{self, Access};
 use serde::Deserialize;
 
 pub use server::{Limits, serve};
@@ -75,11 +76,9 @@ impl Client {
 /// pid once written to `pid_file`.
 pub fn detach(args: &[std::ffi::OsString], log: &Path, pid_file: &Path) -> io::Result<u32> {
     use std::os::unix::process::CommandExt;
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
+    // Never through a link, and only this user's file: the log is in the transport's
+    // own directory, but a file is what it must be.
+    let out = files::open_append(log, Access::Private).map_err(io::Error::other)?;
     let context =
         |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let exe = std::env::current_exe().map_err(context("cannot find endhost's own path".into()))?;
@@ -96,13 +95,11 @@ pub fn detach(args: &[std::ffi::OsString], log: &Path, pid_file: &Path) -> io::R
     Ok(child.id())
 }
 
-/// Writes `pid` to `path` atomically. The temporary file is this process's own: a
-/// detaching parent and the transport it started both write the pid, and with one
-/// shared name the parent's rename could take the child's file away from under it.
+/// Writes `pid` to `path` atomically, through a new temporary file of an unguessable
+/// name (a detaching parent and the transport it started both write the pid; neither
+/// can take the other's temporary file away, nor can anyone plant one).
 pub fn write_pid(path: &Path, pid: u32) -> io::Result<()> {
-    let tmp = path.with_extension(format!("pid.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, format!("{pid}\n"))?;
-    std::fs::rename(&tmp, path)
+    files::write(path, format!("{pid}\n").as_bytes(), Access::Readable).map_err(io::Error::other)
 }
 
 /// The pid in `pid_file`, if that process is still a running `endhost serve`.

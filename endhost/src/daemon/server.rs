@@ -337,11 +337,14 @@ async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()>
                     }
                     Err(e) => Rc::new(Err(e)),
                 };
-                write_line(c.reader.get_mut(), &reply(&outcome, started)).await?;
-                if let Ok(done) = &*outcome {
-                    let out: Vec<u8> = done.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-                    c.reader.get_mut().write_all(&out).await?;
-                }
+                let answer = async {
+                    write_line(c.reader.get_mut(), &reply(&outcome, started)).await?;
+                    if let Ok(done) = &*outcome {
+                        write_values(c.reader.get_mut(), &done.data).await?;
+                    }
+                    io::Result::Ok(())
+                };
+                within(shared.limits.request_timeout, answer).await?;
             }
             Request::AllreduceShared {
                 values,
@@ -356,7 +359,9 @@ async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()>
                 if let (Ok(done), Some((region, _))) = (&*outcome, &c.region) {
                     region.write(&done.data);
                 }
-                write_line(c.reader.get_mut(), &reply(&outcome, started)).await?;
+                let answer = reply(&outcome, started);
+                let write = write_line(c.reader.get_mut(), &answer);
+                within(shared.limits.request_timeout, write).await?;
             }
         }
     }
@@ -596,6 +601,31 @@ fn failed(error: String, seconds: f64) -> AllreduceReply {
         delivered: 0.0,
         seconds,
     }
+}
+
+/// `write` (an answer to a client), given up after `limit`: a client that does not
+/// read its answers holds nothing longer than that.
+async fn within(
+    limit: Duration,
+    write: impl std::future::Future<Output = io::Result<()>>,
+) -> io::Result<()> {
+    tokio::time::timeout(limit, write).await.map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the client did not read its answer within the request timeout",
+        )
+    })?
+}
+
+/// `values` as little-endian f32, a chunk at a time (no copy of the whole result).
+async fn write_values(stream: &mut UnixStream, values: &[f32]) -> io::Result<()> {
+    let mut chunk = Vec::with_capacity(64 << 10);
+    for part in values.chunks(16 << 10) {
+        chunk.clear();
+        chunk.extend(part.iter().flat_map(|v| v.to_le_bytes()));
+        stream.write_all(&chunk).await?;
+    }
+    Ok(())
 }
 
 async fn write_line<T: Serialize>(stream: &mut UnixStream, value: &T) -> io::Result<()> {

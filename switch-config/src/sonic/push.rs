@@ -107,12 +107,13 @@ impl Device for Sonic {
                     .arg(&self.checkpoint),
             )
             .and(ShellCommand::new("sudo config apply-patch").arg(self.patch_file()?));
-        // Applied or not, the staged patch has served (rollback uses the checkpoint).
-        let command = match self.remove_patch() {
-            Some(remove) => apply.and(remove),
-            None => apply,
-        };
-        run(t, &command, "").map(drop)
+        let applied = run(t, &apply, "").map(drop);
+        // Applied or not, the staged patch has served (rollback uses the checkpoint); its
+        // removal is a command of its own, so that the commit's status is the commit's.
+        if let Some(remove) = self.remove_patch() {
+            let _ = run(t, &remove, "");
+        }
+        applied
     }
 
     fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
@@ -176,8 +177,8 @@ mod tests {
                 "exec cat > /tmp/mltctl-patch.Ab3dE6gH9k/patch.json\n[]",
                 "exec sudo config checkpoint 'mltctl-1;reboot' && sudo systemd-run \
                  '--unit=mltctl-1;reboot-revert' --on-active=60 config rollback 'mltctl-1;reboot' \
-                 && sudo config apply-patch /tmp/mltctl-patch.Ab3dE6gH9k/patch.json \
-                 && rm -rf /tmp/mltctl-patch.Ab3dE6gH9k\n",
+                 && sudo config apply-patch /tmp/mltctl-patch.Ab3dE6gH9k/patch.json\n",
+                "exec rm -rf /tmp/mltctl-patch.Ab3dE6gH9k\n",
                 "exec sudo systemctl stop 'mltctl-1;reboot-revert.timer'; sudo config rollback \
                  'mltctl-1;reboot' && sudo config delete-checkpoint 'mltctl-1;reboot'\n",
             ]

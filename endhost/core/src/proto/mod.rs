@@ -147,7 +147,7 @@ const PROBE_SETTLE_US: f64 = 200.0;
 const PROBE_CAP_US: f64 = 200_000.0;
 
 /// Whether a bitmap's missing ranges are what a receiver sends: each non-empty, in
-/// order, apart from each other, and within the message's `packets`. Anything else is
+/// order, not overlapping (adjacent is fine), and within the message's `packets`. Anything else is
 /// a peer asking for work out of proportion (the same packets many times over).
 fn ranges_are_sound(missing: &[(u32, u32)], packets: u32) -> bool {
     let mut from = 0u32;
@@ -195,6 +195,35 @@ struct Outgoing {
 }
 
 impl Outgoing {
+    /// Queues the `missing` ranges (sound: in order, apart, inside the message) for
+    /// resending, each packet not queued already: a word of the queued bits at a time,
+    /// so the work is in the message's words plus the packets added.
+    fn queue_missing(&mut self, missing: &[(u32, u32)]) {
+        if self.queued.is_empty() {
+            self.queued = vec![0; (self.packets as usize).div_ceil(64)];
+        }
+        for &(first, n) in missing {
+            let (mut seq, end) = (first, first + n);
+            while seq < end {
+                let word = (seq / 64) as usize;
+                let base = word as u32 * 64;
+                let (low, high) = (seq - base, (end - base).min(64));
+                let span = if high - low == 64 {
+                    u64::MAX
+                } else {
+                    ((1u64 << (high - low)) - 1) << low
+                };
+                let mut added = span & !self.queued[word];
+                self.queued[word] |= span;
+                while added != 0 {
+                    self.resend.push_back(base + added.trailing_zeros());
+                    added &= added - 1;
+                }
+                seq = base + high;
+            }
+        }
+    }
+
     fn has_data(&self) -> bool {
         self.handle.is_some() && (self.next < self.packets || !self.resend.is_empty())
     }
@@ -694,25 +723,18 @@ impl Endpoint {
                 let Some(send) = self.sends.get_mut(&(peer, id)) else {
                     return;
                 };
-                send.probe_deadline = None;
-                send.unanswered = 0;
-                send.awaiting_answer = false;
                 if !ranges_are_sound(&missing, send.packets) {
                     self.counters.bitmaps_rejected += 1;
                     return;
                 }
-                if send.queued.is_empty() {
-                    send.queued = vec![0; (send.packets as usize).div_ceil(64)];
+                // A bitmap answers one probe; another (a repeat) adds nothing.
+                if !send.awaiting_answer {
+                    return;
                 }
-                for (first, n) in missing {
-                    for seq in first..first + n {
-                        let (word, bit) = (seq as usize / 64, 1u64 << (seq % 64));
-                        if send.queued[word] & bit == 0 {
-                            send.queued[word] |= bit;
-                            send.resend.push_back(seq);
-                        }
-                    }
-                }
+                send.probe_deadline = None;
+                send.unanswered = 0;
+                send.awaiting_answer = false;
+                send.queue_missing(&missing);
                 if send.resend.is_empty() {
                     // Nothing missing yet no STOP: the STOP is on its way; ask again later.
                     let rto = self.peers[usize::from(peer)].timely.rto_us(PROBE_FLOOR_US);
@@ -1138,11 +1160,44 @@ mod tests {
         }
         assert_eq!(endpoint.counters().bitmaps_rejected, 6);
         assert_eq!(endpoint.sends[&key].resend.len(), 100);
-        // Sent again, a packet may be asked for again.
+        // Sent again and probed again, a packet may be asked for again.
         let resent = drain(&mut endpoint, 2_000_000, 1_000).len();
         assert_eq!(resent, 100);
-        endpoint.handle_control(0, 1, whole);
+        let probe_at = endpoint.next_timeout().expect("a probe is due");
+        endpoint.handle_timeout(probe_at);
+        endpoint.handle_control(probe_at, 1, whole);
         assert_eq!(endpoint.sends[&key].resend.len(), 100);
+    }
+
+    /// A bitmap refused for its ranges leaves the sender waiting for a real answer: its
+    /// probe is repeated when the answer does not come.
+    #[test]
+    fn a_refused_bitmap_does_not_stop_the_probing() {
+        let mut endpoint = endpoint(2, 10e9);
+        send(&mut endpoint, 1, 0, 10);
+        drain(&mut endpoint, 1_000_000, 1_000);
+        let probes = |e: &mut Endpoint| {
+            let mut n = 0;
+            while let Some((_, message)) = e.poll_control() {
+                n += usize::from(matches!(message, Control::Probe(_)));
+            }
+            n
+        };
+        assert_eq!(probes(&mut endpoint), 1, "the first pass ends with a probe");
+        endpoint.handle_control(
+            1_000_000,
+            1,
+            Control::Bitmap {
+                id: id(0),
+                missing: vec![(5, 3), (0, 2)],
+            },
+        );
+        assert_eq!(endpoint.counters().bitmaps_rejected, 1);
+        let later = endpoint
+            .next_timeout()
+            .expect("the probe's timer still runs");
+        endpoint.handle_timeout(later);
+        assert_eq!(probes(&mut endpoint), 1, "the probe is repeated");
     }
 
     /// The bitmap a receiver of 1,000 packets answers a probe with, after all but

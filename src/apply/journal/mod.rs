@@ -22,19 +22,19 @@
 //! so) and removed by the next run that appends. Not detected: lines removed from the
 //! end.
 
+mod store;
+
 use std::collections::BTreeMap;
-use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use hmac::{Hmac, Mac};
-use mlt_common::files::{self, Access, FileError};
-use mlt_common::input::{self, InputError};
+use mlt_common::files::{self, FileError};
+use mlt_common::input::InputError;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::DeviceResult;
+pub use store::{Contents, key_path};
 
 /// The outcome of a commit that waits for the admin's `mltctl confirm`.
 pub const UNCONFIRMED: &str = "unconfirmed";
@@ -75,10 +75,8 @@ impl std::fmt::Display for Kind {
 /// that writes nothing.
 pub struct Journal {
     path: PathBuf,
-    file: Option<std::fs::File>,
-    /// The chain's key and the last line's MAC, in hex.
-    key: Vec<u8>,
-    last: String,
+    /// None for `--check`.
+    store: Option<store::Store>,
     /// Entries that could not be written, and why.
     failures: Vec<String>,
 }
@@ -86,8 +84,6 @@ pub struct Journal {
 /// The largest journal read: a run of a thousand switches with their owned parts is a
 /// few MB.
 pub const MAX_JOURNAL_BYTES: u64 = 1 << 30;
-/// The key file's size.
-const KEY_BYTES: usize = 32;
 
 /// Why the journal cannot be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -127,20 +123,6 @@ pub enum JournalError {
         key: PathBuf,
         why: String,
     },
-}
-
-/// What a journal holds, once checked.
-#[derive(Debug, Default)]
-pub struct Contents {
-    pub entries: Vec<Entry>,
-    /// Entries written before journals were chained (read, not verified).
-    pub unchained: usize,
-    /// A last line cut short (a crash while writing it): left out.
-    pub cut_short: bool,
-    /// The last chained line's MAC (hex), or what a next line chains from.
-    last: String,
-    /// Bytes of whole lines: past them is a line cut short.
-    whole: u64,
 }
 
 /// One device in one run.
@@ -192,35 +174,13 @@ impl Journal {
     /// Opens (creating it, its key and its directory if needed) the journal for
     /// appending, after checking every line already in it; a line cut short by a crash
     /// is removed. Done before any device is contacted, so a run that cannot be recorded
-    /// does not start.
+    /// does not start. Several runs may have it open at once (on different switches):
+    /// each appends under a lock, after checking what the others appended.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
         files::trusted_dir(state_dir(path))?;
-        let key = key(path, true)?;
-        let contents = verify(path, &key)?;
-        let file = files::open_append(path, Access::Private)?;
-        // A journal an older mltctl made readable by all becomes this user's alone.
-        let io_error = |source| JournalError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mode = file.metadata().map_err(io_error)?.mode();
-        if mode & 0o077 != 0 {
-            use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .map_err(io_error)?;
-        }
-        if contents.cut_short {
-            file.set_len(contents.whole)
-                .map_err(|source| JournalError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-        }
         Ok(Journal {
             path: path.to_path_buf(),
-            file: Some(file),
-            key,
-            last: contents.last,
+            store: Some(store::Store::open(path)?),
             failures: Vec::new(),
         })
     }
@@ -229,9 +189,7 @@ impl Journal {
     pub fn none(path: &Path) -> Journal {
         Journal {
             path: path.to_path_buf(),
-            file: None,
-            key: Vec::new(),
-            last: String::new(),
+            store: None,
             failures: Vec::new(),
         }
     }
@@ -268,7 +226,7 @@ impl Journal {
         result: &DeviceResult,
         reverts_by_itself: bool,
         revert_in: std::time::Duration,
-    ) -> io::Result<()> {
+    ) -> Result<(), JournalError> {
         let entry = Entry::of(
             run,
             result,
@@ -279,19 +237,11 @@ impl Journal {
     }
 
     /// Appends an entry written elsewhere (a confirm settling an earlier run).
-    pub fn append(&mut self, entry: &Entry) -> io::Result<()> {
-        let Some(file) = &mut self.file else {
-            return Ok(());
-        };
-        let text = serde_json::to_string(entry).map_err(io::Error::other)?;
-        let body = text.strip_prefix('{').unwrap_or(&text);
-        let chain = mac(&self.key, &self.last, body);
-        let line = format!("{CHAIN_PREFIX}{chain}\",{body}\n");
-        file.write_all(line.as_bytes())?;
-        // On disk before the run goes on: a run cut short keeps its record.
-        file.sync_data()?;
-        self.last = chain;
-        Ok(())
+    pub fn append(&mut self, entry: &Entry) -> Result<(), JournalError> {
+        match &mut self.store {
+            Some(store) => store.append(entry),
+            None => Ok(()),
+        }
     }
 }
 
@@ -347,9 +297,6 @@ pub fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
-/// What a chained line starts with; its MAC (64 hex digits) and `",` follow.
-const CHAIN_PREFIX: &str = "{\"chain\":\"";
-
 /// The directory the journal at `path` lives in.
 fn state_dir(path: &Path) -> &Path {
     path.parent()
@@ -357,164 +304,12 @@ fn state_dir(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-/// Where the key of the journal at `path` is kept.
-pub fn key_path(path: &Path) -> PathBuf {
-    path.with_extension("key")
-}
-
-/// The journal's key: read (a regular file of this user that nobody else can read), or
-/// made when `make` and there is neither key nor chained journal yet.
-fn key(path: &Path, make: bool) -> Result<Vec<u8>, JournalError> {
-    let key_path = key_path(path);
-    let no_key = |why: String| JournalError::NoKey {
-        path: path.to_path_buf(),
-        key: key_path.clone(),
-        why,
-    };
-    match std::fs::symlink_metadata(&key_path) {
-        Ok(meta) => {
-            if !meta.is_file() || meta.uid() != files::effective_uid() || meta.mode() & 0o077 != 0 {
-                return Err(no_key(format!(
-                    "it must be a regular file of this user with mode 0600 (it is mode {:04o}, uid {})",
-                    meta.mode() & 0o7777,
-                    meta.uid()
-                )));
-            }
-            let key = input::read_bytes(&key_path, 4096).map_err(|e| no_key(e.to_string()))?;
-            if key.len() != KEY_BYTES {
-                return Err(no_key(format!(
-                    "it holds {} bytes, not {KEY_BYTES}",
-                    key.len()
-                )));
-            }
-            Ok(key)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound && make => {
-            let mut key = vec![0u8; KEY_BYTES];
-            rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
-            files::write(&key_path, &key, Access::Private)?;
-            Ok(key)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(no_key(e.to_string())),
-    }
-}
-
-/// The MAC of a line whose text after `{` is `body`, chained from `previous`.
-fn mac(key: &[u8], previous: &str, body: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(previous.as_bytes());
-    mac.update(b"\n");
-    mac.update(body.as_bytes());
-    hex(&mac.finalize().into_bytes())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Every entry of the journal at `path`, in the order written (none if it does not
-/// exist), each line's chain checked. A line edited or added by anyone but mltctl is
-/// an error naming it; a last line cut short by a crash is left out and said.
+/// exist), each line checked against the journal's key. A line edited, inserted or
+/// added by anyone but mltctl is an error naming it; a last line cut short by a crash
+/// is left out and said.
 pub fn read(path: &Path) -> Result<Contents, JournalError> {
-    let key = key(path, false)?;
-    verify(path, &key)
-}
-
-fn verify(path: &Path, key: &[u8]) -> Result<Contents, JournalError> {
-    let bytes = match input::read_bytes(path, MAX_JOURNAL_BYTES) {
-        Ok(bytes) => bytes,
-        Err(InputError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(Contents {
-                last: hex(&Sha256::digest(b"")),
-                ..Contents::default()
-            });
-        }
-        Err(source) => {
-            return Err(JournalError::Read {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let tampered = |line: usize, why: &str| JournalError::Tampered {
-        path: path.to_path_buf(),
-        line,
-        why: why.to_string(),
-    };
-    let text = input::text(bytes[..whole].to_vec()).map_err(|e| match e {
-        InputError::NotUtf8 { line, .. } => tampered(line, "not UTF-8 text"),
-        other => JournalError::Read {
-            path: path.to_path_buf(),
-            source: other,
-        },
-    })?;
-    let mut contents = Contents {
-        cut_short: whole < bytes.len(),
-        whole: whole as u64,
-        ..Contents::default()
-    };
-    // Where the unchained lines end, and the chain so far.
-    let mut chained = false;
-    let mut offset = 0;
-    for (index, line) in text.split_inclusive('\n').enumerate() {
-        let number = index + 1;
-        let start = offset;
-        offset += line.len();
-        let line = line.trim_end_matches('\n');
-        if line.trim().is_empty() {
-            continue;
-        }
-        let entry_text = match line.strip_prefix(CHAIN_PREFIX) {
-            Some(rest) => {
-                if key.is_empty() {
-                    return Err(JournalError::NoKey {
-                        path: path.to_path_buf(),
-                        key: key_path(path),
-                        why: "there is no key".into(),
-                    });
-                }
-                if !chained {
-                    // The first chained line seals every unchained line above it.
-                    contents.last = hex(&Sha256::digest(&text.as_bytes()[..start]));
-                    chained = true;
-                }
-                let (chain, body) = rest
-                    .split_once("\",")
-                    .filter(|(chain, _)| chain.len() == 64)
-                    .ok_or_else(|| tampered(number, "its chain field is malformed"))?;
-                let expected = mac(key, &contents.last, body);
-                if chain != expected {
-                    return Err(tampered(
-                        number,
-                        "its MAC does not follow from the line before",
-                    ));
-                }
-                contents.last = expected;
-                format!("{{{body}")
-            }
-            None if chained => return Err(tampered(number, "it carries no MAC")),
-            None => {
-                contents.unchained += 1;
-                line.to_string()
-            }
-        };
-        let entry: Entry = serde_json::from_str(&entry_text)
-            .map_err(|e| tampered(number, &format!("not a journal entry ({e})")))?;
-        if switch_config::names::check_name(&entry.run).is_err() {
-            return Err(tampered(number, "its run id is not a name"));
-        }
-        // Journals before the state directory recorded `--check` runs too; those
-        // changed nothing and are not runs.
-        if !entry.check {
-            contents.entries.push(entry);
-        }
-    }
-    if !chained {
-        contents.last = hex(&Sha256::digest(text.as_bytes()));
-    }
-    Ok(contents)
+    store::read(path)
 }
 
 /// The last word on each device: its newest entry.
@@ -618,12 +413,20 @@ mod tests {
     }
 
     fn append_raw(path: &Path, bytes: &[u8]) {
+        use std::io::Write;
         std::fs::OpenOptions::new()
             .append(true)
             .open(path)
             .unwrap()
             .write_all(bytes)
             .unwrap();
+    }
+
+    fn tampered_at(result: Result<Contents, JournalError>) -> usize {
+        match result {
+            Err(JournalError::Tampered { line, .. }) => line,
+            other => panic!("not refused as tampered: {other:?}"),
+        }
     }
 
     #[test]
@@ -662,45 +465,59 @@ mod tests {
             .append(&entry("r2", Kind::Apply, "a", "changed"))
             .unwrap();
         let good = std::fs::read_to_string(&path).unwrap();
-        // Appended: a forged run with a MAC field of the right shape.
         let forged = serde_json::to_string(&entry("r9", Kind::Apply, "a", UNCONFIRMED)).unwrap();
         append_raw(
             &path,
-            format!("{CHAIN_PREFIX}{}\",{}\n", "0".repeat(64), &forged[1..]).as_bytes(),
+            format!(
+                "{}{}\",{}\n",
+                store::CHAIN_PREFIX,
+                "0".repeat(64),
+                &forged[1..]
+            )
+            .as_bytes(),
         );
-        let err = read(&path).unwrap_err();
-        assert!(
-            matches!(err, JournalError::Tampered { line: 3, .. }),
-            "{err}"
-        );
-        assert!(err.to_string().contains("line 3"), "{err}");
+        assert_eq!(tampered_at(read(&path)), 3);
         // Appended without a MAC.
         std::fs::write(&path, format!("{good}{forged}\n")).unwrap();
-        assert!(matches!(
-            read(&path).unwrap_err(),
-            JournalError::Tampered { line: 3, .. }
-        ));
+        assert_eq!(tampered_at(read(&path)), 3);
         // Edited in place: the second line's outcome.
         std::fs::write(&path, good.replace("\"changed\"", "\"unconfirmed\"")).unwrap();
-        assert!(matches!(
-            read(&path).unwrap_err(),
-            JournalError::Tampered { line: 2, .. }
-        ));
+        assert_eq!(tampered_at(read(&path)), 2);
         // Appending to a journal that was tampered with is refused too.
         assert!(Journal::open(&path).is_err());
-        // Without its key, a chained journal is not read at all.
-        std::fs::write(&path, &good).unwrap();
-        std::fs::remove_file(key_path(&path)).unwrap();
-        assert!(matches!(
-            read(&path).unwrap_err(),
-            JournalError::NoKey { .. }
-        ));
+        // Every MAC stripped: the lines are no longer as the key found the journal.
+        let stripped: String = good
+            .lines()
+            .map(|l| format!("{{{}\n", &l[store::CHAIN_PREFIX.len() + 66..]))
+            .collect();
+        std::fs::write(&path, &stripped).unwrap();
+        assert_eq!(tampered_at(read(&path)), 1);
     }
 
-    /// Lines written before journals were chained are read, and the first chained line
-    /// seals them: editing one afterwards breaks the chain.
+    /// Without its key a chained journal is neither read nor appended to, and no new
+    /// key is made in the old one's place.
     #[test]
-    fn unchained_lines_are_read_and_sealed_by_the_first_chained_one() {
+    fn a_lost_key_is_said_and_not_replaced() {
+        let dir = files::scratch_dir("mltctl-journal-").unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut journal = Journal::open(&path).unwrap();
+        journal
+            .append(&entry("r1", Kind::Apply, "a", "ok"))
+            .unwrap();
+        drop(journal);
+        std::fs::remove_file(key_path(&path)).unwrap();
+        assert!(matches!(read(&path), Err(JournalError::NoKey { .. })));
+        assert!(matches!(
+            Journal::open(&path).err(),
+            Some(JournalError::NoKey { .. })
+        ));
+        assert!(!key_path(&path).exists());
+    }
+
+    /// Lines written before journals were chained are read, and the key seals them as
+    /// they were: editing one afterwards, or adding an unchained line, is refused.
+    #[test]
+    fn unchained_lines_are_read_and_sealed_by_the_key() {
         let dir = files::scratch_dir("mltctl-journal-").unwrap();
         let path = dir.path().join("journal.jsonl");
         let old = serde_json::to_string(&entry("r0", Kind::Apply, "a", "changed")).unwrap();
@@ -714,17 +531,50 @@ mod tests {
             .append(&entry("r1", Kind::Apply, "a", "ok"))
             .unwrap();
         let contents = read(&path).unwrap();
-        assert_eq!(contents.entries.len(), 2);
+        assert_eq!((contents.entries.len(), contents.unchained), (2, 2));
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replacen("\"changed\"", "\"ok\"", 1)).unwrap();
-        assert!(matches!(
-            read(&path).unwrap_err(),
-            JournalError::Tampered { line: 3, .. }
-        ));
+        assert_eq!(tampered_at(read(&path)), 1);
+        std::fs::write(&path, format!("{text}{old}\n")).unwrap();
+        assert_eq!(tampered_at(read(&path)), 4);
+    }
+
+    /// Two runs with the journal open at once (on different switches) append in turn,
+    /// each after checking the other's lines: the chain holds.
+    #[test]
+    fn two_runs_appending_at_once_keep_the_chain() {
+        let dir = files::scratch_dir("mltctl-journal-").unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut first = Journal::open(&path).unwrap();
+        let mut second = Journal::open(&path).unwrap();
+        for i in 0..5 {
+            first
+                .append(&entry(&format!("a{i}"), Kind::Apply, "x", "ok"))
+                .unwrap();
+            second
+                .append(&entry(&format!("b{i}"), Kind::Apply, "y", "ok"))
+                .unwrap();
+        }
+        let contents = read(&path).unwrap();
+        assert_eq!(contents.entries.len(), 10);
+        assert!(!contents.cut_short);
+    }
+
+    /// A journal named `X.key` does not share a file with its own key.
+    #[test]
+    fn a_journal_named_like_a_key_keeps_its_key_apart() {
+        let dir = files::scratch_dir("mltctl-journal-").unwrap();
+        let path = dir.path().join("audit.key");
+        let mut journal = Journal::open(&path).unwrap();
+        journal
+            .append(&entry("r1", Kind::Apply, "a", "ok"))
+            .unwrap();
+        assert_ne!(key_path(&path), path);
+        assert_eq!(read(&path).unwrap().entries.len(), 1);
     }
 
     #[test]
-    fn a_fifo_or_a_device_is_refused_at_once() {
+    fn a_fifo_a_link_or_a_device_is_refused_at_once() {
         let dir = files::scratch_dir("mltctl-journal-").unwrap();
         let fifo = dir.path().join("journal.jsonl");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
@@ -734,5 +584,13 @@ mod tests {
         assert!(err.to_string().contains("FIFO"), "{err}");
         let err = read(Path::new("/dev/zero")).unwrap_err();
         assert!(err.to_string().contains("character device"), "{err}");
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &link).unwrap();
+        assert!(matches!(
+            read(&link).unwrap_err(),
+            JournalError::File(FileError::Symlink { .. })
+        ));
+        assert!(Journal::open(&link).is_err());
+        assert!(!dir.path().join("elsewhere").exists());
     }
 }

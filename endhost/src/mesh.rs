@@ -610,6 +610,23 @@ mod tests {
         });
     }
 
+    /// Rank `rank` of job 9 among `addresses`, with `key`, waiting up to `seconds`.
+    fn mesh_config(
+        addresses: &[SocketAddrV4],
+        rank: u16,
+        key: Option<JobKey>,
+        seconds: u64,
+    ) -> MeshConfig {
+        MeshConfig {
+            job: 9,
+            rank,
+            addresses: addresses.to_vec(),
+            key,
+            connect_timeout: Duration::from_secs(seconds),
+            tos: 0,
+        }
+    }
+
     /// A HELLO of `job` and `rank` without a key.
     fn hello_frame(job: u32, rank: u16) -> Vec<u8> {
         let mut bytes = Vec::new();
@@ -642,14 +659,7 @@ mod tests {
                 free_address_on([127, 0, 0, 1]),
                 free_address_on([127, 0, 0, 2]),
             ];
-            let config = |rank| MeshConfig {
-                job: 9,
-                rank,
-                addresses: addresses.clone(),
-                key: None,
-                connect_timeout: Duration::from_secs(20),
-                tos: 0,
-            };
+            let config = |rank| mesh_config(&addresses, rank, None, 20);
             let (tx0, _rx0) = std::sync::mpsc::channel::<Incoming>();
             let (tx1, _rx1) = std::sync::mpsc::channel::<Incoming>();
             let (c0, c1) = (config(0), config(1));
@@ -688,14 +698,7 @@ mod tests {
                 (None, false),
             ] {
                 let addresses = vec![free_address(), free_address()];
-                let config = |rank, key| MeshConfig {
-                    job: 9,
-                    rank,
-                    addresses: addresses.clone(),
-                    key,
-                    connect_timeout: Duration::from_secs(1),
-                    tos: 0,
-                };
+                let config = |rank, key| mesh_config(&addresses, rank, key, 1);
                 let (tx0, _rx0) = std::sync::mpsc::channel::<Incoming>();
                 let (tx1, _rx1) = std::sync::mpsc::channel::<Incoming>();
                 let (c0, c1) = (config(0, Some(key.clone())), config(1, second.clone()));
@@ -741,14 +744,7 @@ mod tests {
     fn stray_connections_during_setup_are_ignored() {
         runtime().block_on(async {
             let addresses = vec![free_address(), free_address()];
-            let config = |rank| MeshConfig {
-                job: 9,
-                rank,
-                addresses: addresses.clone(),
-                key: None,
-                connect_timeout: Duration::from_secs(20),
-                tos: 0,
-            };
+            let config = |rank| mesh_config(&addresses, rank, None, 20);
             let (tx0, _rx0) = std::sync::mpsc::channel::<Incoming>();
             let (tx1, _rx1) = std::sync::mpsc::channel::<Incoming>();
             let (c0, c1) = (config(0), config(1));
@@ -772,14 +768,7 @@ mod tests {
     #[test]
     fn a_silent_stray_does_not_outlast_the_connect_timeout() {
         runtime().block_on(async {
-            let config = MeshConfig {
-                job: 9,
-                rank: 0,
-                addresses: vec![free_address(), free_address()],
-                key: None,
-                connect_timeout: Duration::from_secs(1),
-                tos: 0,
-            };
+            let config = mesh_config(&[free_address(), free_address()], 0, None, 1);
             let listen = config.addresses[0];
             let (tx, _rx) = std::sync::mpsc::channel::<Incoming>();
             let started = Instant::now();

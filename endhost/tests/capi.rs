@@ -7,7 +7,7 @@ use std::process::Command;
 
 use endhost::testbed::bench::{BenchSpec, host_config};
 use endhost::testbed::netns::FabricSpec;
-use endhost_core::config::{Collective, RateControl};
+use endhost_core::config::{Collective, RateControl, TransportConfig};
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -38,6 +38,42 @@ fn cdylib_dir() -> PathBuf {
     profile
 }
 
+/// Rank `rank` of a ring of `world` on loopback: the bench fabric's configuration with
+/// rank r on 127.0.0.(`first` + r), data on `port`, control on the next.
+fn loopback_config(rank: usize, world: usize, port: u16, first: u8) -> TransportConfig {
+    let spec = BenchSpec {
+        fabric: FabricSpec {
+            hosts: world,
+            rate_mbit: 10_000,
+            host_buffer_ms: 0,
+            switch_buffer_ms: 0,
+            loss_percent: 0.0,
+        },
+        size_bytes: 0,
+        iterations: 0,
+        collective: Collective::Ring,
+        loss_bound: 0.0,
+        rate_control: RateControl {
+            t_low_us: 500.0,
+            t_high_us: 5_000.0,
+            ..RateControl::default()
+        },
+        phase_ms: 10_000,
+        gloo: false,
+    };
+    let mut config = host_config(&spec, rank);
+    let loopback = |r: u32| std::net::Ipv4Addr::new(127, 0, 0, first + r as u8);
+    config.job.ports.data = port;
+    config.job.ports.control = port + 1;
+    config.local.ip = loopback(rank as u32);
+    config.local.path_addresses = vec![config.local.ip];
+    for peer in &mut config.peers {
+        peer.ip = loopback(peer.rank);
+        peer.paths = vec![peer.ip];
+    }
+    config
+}
+
 #[test]
 fn a_c_program_runs_an_allreduce_through_mlt_h() {
     let deps = cdylib_dir();
@@ -62,39 +98,9 @@ fn a_c_program_runs_an_allreduce_through_mlt_h() {
     );
 
     let world = 3;
-    let spec = BenchSpec {
-        fabric: FabricSpec {
-            hosts: world,
-            rate_mbit: 10_000,
-            host_buffer_ms: 0,
-            switch_buffer_ms: 0,
-            loss_percent: 0.0,
-        },
-        size_bytes: 0,
-        iterations: 0,
-        collective: Collective::Ring,
-        loss_bound: 0.0,
-        rate_control: RateControl {
-            t_low_us: 500.0,
-            t_high_us: 5_000.0,
-            ..RateControl::default()
-        },
-        phase_ms: 10_000,
-        gloo: false,
-    };
     let children: Vec<_> = (0..world)
         .map(|rank| {
-            // The bench fabric's addressing, moved onto loopback.
-            let mut config = host_config(&spec, rank);
-            let loopback = |r: u32| std::net::Ipv4Addr::new(127, 0, 0, 11 + r as u8);
-            config.job.ports.data = 21_300;
-            config.job.ports.control = 21_301;
-            config.local.ip = loopback(rank as u32);
-            config.local.path_addresses = vec![config.local.ip];
-            for peer in &mut config.peers {
-                peer.ip = loopback(peer.rank);
-                peer.paths = vec![peer.ip];
-            }
+            let config = loopback_config(rank, world, 21_300, 11);
             let path = dir.join(format!("h{rank}.json"));
             std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
             Command::new(&program)
@@ -136,40 +142,8 @@ unsafe impl Sync for Shared {}
 #[test]
 fn the_c_abi_takes_calls_from_several_threads_at_once() {
     use endhost::capi::{MltCompletion, mlt_post_allreduce, mlt_start, mlt_stop, mlt_wait_cq};
-    let configs: Vec<String> = (0..2u32)
-        .map(|rank| {
-            let spec = BenchSpec {
-                fabric: FabricSpec {
-                    hosts: 2,
-                    rate_mbit: 10_000,
-                    host_buffer_ms: 0,
-                    switch_buffer_ms: 0,
-                    loss_percent: 0.0,
-                },
-                size_bytes: 0,
-                iterations: 0,
-                collective: Collective::Ring,
-                loss_bound: 0.0,
-                rate_control: RateControl {
-                    t_low_us: 500.0,
-                    t_high_us: 5_000.0,
-                    ..RateControl::default()
-                },
-                phase_ms: 10_000,
-                gloo: false,
-            };
-            let mut config = host_config(&spec, rank as usize);
-            let loopback = |r: u32| std::net::Ipv4Addr::new(127, 0, 0, 21 + r as u8);
-            config.job.ports.data = 21_320;
-            config.job.ports.control = 21_321;
-            config.local.ip = loopback(rank);
-            config.local.path_addresses = vec![config.local.ip];
-            for peer in &mut config.peers {
-                peer.ip = loopback(peer.rank);
-                peer.paths = vec![peer.ip];
-            }
-            serde_json::to_string(&config).unwrap()
-        })
+    let configs: Vec<String> = (0..2)
+        .map(|rank| serde_json::to_string(&loopback_config(rank, 2, 21_320, 21)).unwrap())
         .collect();
     const PER_THREAD: u32 = 20;
     const LEN: usize = 1_000;

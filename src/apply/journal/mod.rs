@@ -422,6 +422,19 @@ mod tests {
             .unwrap();
     }
 
+    /// A fresh journal in a scratch directory with one entry per run in `runs`.
+    fn written(runs: &[(&str, &str)]) -> (files::TempDir, PathBuf) {
+        let dir = files::scratch_dir("mltctl-journal-").unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut journal = Journal::open(&path).unwrap();
+        for (run, outcome) in runs {
+            journal
+                .append(&entry(run, Kind::Apply, "a", outcome))
+                .unwrap();
+        }
+        (dir, path)
+    }
+
     fn tampered_at(result: Result<Contents, JournalError>) -> usize {
         match result {
             Err(JournalError::Tampered { line, .. }) => line,
@@ -455,15 +468,7 @@ mod tests {
     /// there, and the journal is refused naming that line.
     #[test]
     fn a_forged_or_edited_line_is_refused_naming_it() {
-        let dir = files::scratch_dir("mltctl-journal-").unwrap();
-        let path = dir.path().join("journal.jsonl");
-        let mut journal = Journal::open(&path).unwrap();
-        journal
-            .append(&entry("r1", Kind::Apply, "a", "ok"))
-            .unwrap();
-        journal
-            .append(&entry("r2", Kind::Apply, "a", "changed"))
-            .unwrap();
+        let (_dir, path) = written(&[("r1", "ok"), ("r2", "changed")]);
         let good = std::fs::read_to_string(&path).unwrap();
         let forged = serde_json::to_string(&entry("r9", Kind::Apply, "a", UNCONFIRMED)).unwrap();
         append_raw(
@@ -498,13 +503,7 @@ mod tests {
     /// key is made in the old one's place.
     #[test]
     fn a_lost_key_is_said_and_not_replaced() {
-        let dir = files::scratch_dir("mltctl-journal-").unwrap();
-        let path = dir.path().join("journal.jsonl");
-        let mut journal = Journal::open(&path).unwrap();
-        journal
-            .append(&entry("r1", Kind::Apply, "a", "ok"))
-            .unwrap();
-        drop(journal);
+        let (_dir, path) = written(&[("r1", "ok")]);
         std::fs::remove_file(key_path(&path)).unwrap();
         assert!(matches!(read(&path), Err(JournalError::NoKey { .. })));
         assert!(matches!(

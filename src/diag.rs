@@ -4,8 +4,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use marked_yaml::{Marker, Span};
+use mlt_common::redact::clean;
 use serde::Serialize;
-use switch_config::redact::clean;
 
 /// One problem, printed as `file:line:col: message`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]

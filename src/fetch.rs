@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mlt_common::files::Access;
+use mlt_common::redact::clean;
 use serde::Serialize;
 use switch_config::Vendor;
-use switch_config::redact::clean;
 
-use crate::outcome::Status;
 use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
 use crate::ssh::{Session, SshOptions};
 use crate::switches;
+use mlt_common::outcome::Status;
 
 /// What happened on one switch.
 #[derive(Debug, Clone, Serialize)]

@@ -11,7 +11,6 @@ pub mod hosts;
 pub mod interrupt;
 pub mod inventory;
 pub mod lab;
-pub mod outcome;
 pub mod parallel;
 pub mod plan;
 pub mod playbook;

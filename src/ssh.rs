@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use mlt_common::shell::ShellCommand;
 use ssh2::{CheckResult, KnownHostFileKind, MethodType};
 use switch_config::push::{Output, Transport};
-use switch_config::shell::ShellCommand;
 
 use crate::inventory::{KeyRef, Mgmt};
 

@@ -21,7 +21,7 @@
 //! forwarder's own `Port`, no I/O) and as the lab lost it.
 //!
 //! And a 4-host ring allreduce through the same data plane with shallow switch
-//! buffers (`--buffer-kib`): the transport `mltctl launch` started (kernel UDP, the
+//! buffers (`--buffer`): the transport `mltctl launch` started (kernel UDP, the
 //! plan's queueing) beside gloo (PyTorch, TCP, the default queue) on the same hosts.
 //! Needs root, sshd, python3-torch and endhost built (`cargo build --release -p
 //! endhost`: bootstrap uploads it).
@@ -450,8 +450,8 @@ fn main() {
             .args(["lab", "up", "--name", "mltbench", "--hosts-per-leaf", "1"])
             .args(["--leaves", &HOSTS.to_string()])
             .args(["--vendors", "eos,onyx,sonic,cumulus"])
-            .args(["--buffer-kib", &BUFFER_KIB.to_string()])
-            .args(["--rate-mbps", &RATE_MBPS.to_string(), "--dir"])
+            .args(["--buffer", &format!("{BUFFER_KIB}KiB")])
+            .args(["--rate", &format!("{RATE_MBPS}M"), "--dir"])
             .arg(&dir)
             .output()
             .unwrap(),

@@ -1,9 +1,20 @@
 //! The vocabulary every crate of mltctl shares.
 //!
-//! - [`input`]: reading a file someone gave us, bounded and regular.
+//! - [`names`]: what switches, hosts, racks and interfaces may be called;
+//! - [`shell`]: remote commands built from code and quoted values ([`shell::ShellCommand`]);
+//! - [`redact`]: text shown to a person: key material removed, control characters escaped;
+//! - [`units`]: rates, sizes and durations as people write them, one parser and printer;
+//! - [`outcome`]: how a device or host ended a run, and a run's counts;
+//! - [`input`]: reading a file someone gave us, bounded and regular;
 //! - [`files`]: making files and directories that no other user can redirect, replace
-//!   or read: scratch directories, output files, append-only logs, locks and trusted
-//!   directories.
+//!   or read: scratch directories, output files, logs, locks and trusted directories.
+//!
+//! No network and no async runtime: files are its only I/O.
 
 pub mod files;
 pub mod input;
+pub mod names;
+pub mod outcome;
+pub mod redact;
+pub mod shell;
+pub mod units;

@@ -41,18 +41,18 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use mlt_common::redact::clean;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use switch_config::push::{Device, PushError};
-use switch_config::redact::clean;
 use switch_config::{ChangeLine, SwitchIntent, Vendor};
 
 use self::journal::{Journal, RunInfo};
 use crate::interrupt;
-pub use crate::outcome::Status;
 use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
 use crate::ssh::{Session, SshOptions};
+pub use mlt_common::outcome::Status;
 
 /// How a run behaves.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use super::{DeviceResult, Event, Status};
-pub use crate::outcome::Summary;
+pub use mlt_common::outcome::Summary;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {

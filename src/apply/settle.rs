@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Instant;
 
+use mlt_common::redact::clean;
 use switch_config::push::Device;
-use switch_config::redact::clean;
 
 use super::journal::Entry;
 use super::{DeviceResult, Status, lock_switch, sha256};

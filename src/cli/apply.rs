@@ -12,7 +12,7 @@ use mltctl::apply::{self, ApplyOptions, BatchSize, Confirm, Rolling};
 use mltctl::plan::Plan;
 use mltctl::select::Selection;
 
-use mltctl::outcome::Status;
+use mlt_common::outcome::Status;
 
 use super::{Failure, InventoryArg, Ran, SshArgs, StateArgs, load, planned};
 
@@ -71,7 +71,7 @@ pub struct PushArgs {
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub forks: u16,
     /// Seconds a committed change may stay unconfirmed before the switch reverts it.
-    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = super::confirm_seconds)]
     pub confirm_timeout: u64,
     /// Rolling change, as Ansible's `serial`: switches in batches of N or N% of the
     /// selected switches; a comma-separated list gives successive batches, the last

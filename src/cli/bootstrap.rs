@@ -90,7 +90,7 @@ fn bootstrap(args: Args, plan: &Plan) -> Result<Ran, Failure> {
         }
     });
     super::say_recorded(&options.ssh);
-    let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
+    let summary = mlt_common::outcome::Summary::of(results.iter().map(|r| &r.status));
     let what = if check {
         "bootstrap (check)"
     } else {

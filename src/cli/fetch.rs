@@ -4,8 +4,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use mlt_common::outcome::{Status, Summary};
 use mltctl::fetch;
-use mltctl::outcome::{Status, Summary};
 use mltctl::parallel::Progress;
 use mltctl::select::Selection;
 

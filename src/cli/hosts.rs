@@ -75,7 +75,7 @@ pub fn event_line(event: &str, value: &impl Serialize) -> serde_json::Value {
 pub fn host_summary(
     json: bool,
     what: &str,
-    summary: &mltctl::outcome::Summary,
+    summary: &mlt_common::outcome::Summary,
     seconds: f64,
 ) -> Result<(), Failure> {
     if json {
@@ -89,7 +89,7 @@ pub fn host_summary(
     hosts_outcome(summary)
 }
 
-pub fn hosts_outcome(summary: &mltctl::outcome::Summary) -> Result<(), Failure> {
+pub fn hosts_outcome(summary: &mlt_common::outcome::Summary) -> Result<(), Failure> {
     if summary.failed > 0 {
         Err(Failure::SwitchesFailed)
     } else if summary.unreachable > 0 {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use mlt_common::files::Access;
+use mlt_common::units::{self, Rate, Size};
 use mltctl::lab::fabric::{self, Spec};
 
 use super::{Failure, print, print_json};
@@ -18,7 +19,7 @@ use super::{Failure, print, print_json};
 /// them to this machine. It writes an inventory, a key and known_hosts, so every mltctl
 /// command works on the lab as on a real fabric. This is an emulation, not switches:
 /// a forwarder routes by the static routes each switch runs and queues by the QoS it
-/// runs (DSCP → queue, strict priority, RED/ECN, queue limits) at --rate-mbps per port,
+/// runs (DSCP → queue, strict priority, RED/ECN, queue limits) at --rate per port,
 /// following every commit, confirm, rollback and revert timer.
 #[derive(clap::Args)]
 pub struct Args {
@@ -89,16 +90,16 @@ pub struct UpArgs {
     /// Switch operating systems to rotate through, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "sonic,eos,cumulus,onyx")]
     pub vendors: Vec<switch_config::Vendor>,
-    /// Every port's rate in Mbit/s: switch ports are shaped to it and the inventory
-    /// gives it as every port's speed.
-    #[arg(long, value_name = "MBPS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub rate_mbps: u64,
-    /// Every switch's buffer in KiB: the inventory gives it as `buffer_bytes` (so the
-    /// plan fits its thresholds in it) and each port may queue that much (shallow
-    /// buffers: a few ms of the port rate). Default: the generated inventory's
-    /// buffers, and 4 MiB per port.
-    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
-    pub buffer_kib: Option<u64>,
+    /// Every port's rate (1G, 100M, …): switch ports are shaped to it and the inventory
+    /// gives it as every port's speed. 1 Mbit/s to 100 Gbit/s.
+    #[arg(long, value_name = "RATE", default_value = "1G", value_parser = lab_rate)]
+    pub rate: Rate,
+    /// Every switch's buffer (192KiB, 4MiB, …): the inventory gives it as
+    /// `buffer_bytes` (so the plan fits its thresholds in it) and each port may queue
+    /// that much (shallow buffers: a few ms of the port rate). Whole KiB, 16 KiB to
+    /// 1 GiB. Default: the generated inventory's buffers, and 4 MiB per port.
+    #[arg(long, value_name = "SIZE", value_parser = lab_buffer)]
+    pub buffer: Option<Size>,
 }
 
 #[derive(clap::Args)]
@@ -165,6 +166,24 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
 }
 
+/// `--rate`: 1 Mbit/s to 100 Gbit/s.
+fn lab_rate(text: &str) -> Result<Rate, String> {
+    let rate: Rate = text.parse().map_err(|e: units::UnitError| e.to_string())?;
+    if rate.mbps() > 100_000 {
+        return Err(format!("`{text}` is above 100 Gbit/s"));
+    }
+    Ok(rate)
+}
+
+/// `--buffer`: whole KiB, 16 KiB to 1 GiB.
+fn lab_buffer(text: &str) -> Result<Size, String> {
+    let size: Size = text.parse().map_err(|e: units::UnitError| e.to_string())?;
+    if !size.bytes().is_multiple_of(1024) || !(16 << 10..=1 << 30).contains(&size.bytes()) {
+        return Err(format!("`{text}` is not whole KiB from 16 KiB to 1 GiB"));
+    }
+    Ok(size)
+}
+
 fn up(args: UpArgs) -> Result<(), Failure> {
     let dir = std::path::absolute(&args.dir.dir).context("cannot resolve --dir")?;
     let spec = Spec {
@@ -174,8 +193,8 @@ fn up(args: UpArgs) -> Result<(), Failure> {
         leaves: args.leaves,
         hosts_per_leaf: args.hosts_per_leaf,
         vendors: args.vendors,
-        rate_mbps: args.rate_mbps,
-        buffer_bytes: args.buffer_kib.map(|kib| kib * 1024),
+        rate_mbps: args.rate.mbps(),
+        buffer_bytes: args.buffer.map(Size::bytes),
         mltctl: std::env::current_exe().context("cannot find mltctl's own path")?,
     };
     let layout =

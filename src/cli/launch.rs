@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub datapath: Option<DatapathArg>,
     /// Seconds a transport may take to find all its peers.
-    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = mlt_common::units::positive_seconds)]
     pub ready_timeout: u64,
 }
 
@@ -78,7 +78,7 @@ fn launch(args: Args, plan: &Plan) -> Result<Ran, Failure> {
     let (results, launched) = launch::launch(plan, &targets, &options, &mut |p| {
         // Hosts that did not start are said once, at the end, with why.
         if let (false, mltctl::parallel::Progress::Finished(_, r)) = (args.json, p)
-            && r.status == mltctl::outcome::Status::Changed
+            && r.status == mlt_common::outcome::Status::Changed
         {
             eprint!(
                 "{}",
@@ -87,7 +87,7 @@ fn launch(args: Args, plan: &Plan) -> Result<Ran, Failure> {
         }
     });
     super::say_recorded(&options.ssh);
-    let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
+    let summary = mlt_common::outcome::Summary::of(results.iter().map(|r| &r.status));
     let seconds = started.elapsed().as_secs_f64();
     let result = if args.json {
         // Once every host is settled: a started host can still be stopped again.
@@ -102,7 +102,7 @@ fn launch(args: Args, plan: &Plan) -> Result<Ran, Failure> {
     } else {
         for r in results
             .iter()
-            .filter(|r| r.status != mltctl::outcome::Status::Changed)
+            .filter(|r| r.status != mlt_common::outcome::Status::Changed)
         {
             let message = r.message.as_deref().unwrap_or("");
             eprint!(

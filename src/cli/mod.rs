@@ -26,9 +26,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use mlt_common::outcome::Status;
+use mlt_common::units;
 use mltctl::diag::Diagnostics;
 use mltctl::inventory::{self, Inventory, LoadError};
-use mltctl::outcome::Status;
 use mltctl::plan::Plan;
 use mltctl::ssh::{self, SshOptions};
 use serde::Serialize;
@@ -113,10 +114,10 @@ pub struct SshArgs {
     #[arg(long)]
     pub accept_new_host_keys: bool,
     /// Seconds to wait for a device to accept the TCP connection.
-    #[arg(long, value_name = "SECS", default_value_t = CONNECT_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = CONNECT_TIMEOUT, value_parser = units::positive_seconds)]
     pub connect_timeout: u64,
     /// Seconds any one command on a device may take.
-    #[arg(long, value_name = "SECS", default_value_t = COMMAND_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = COMMAND_TIMEOUT, value_parser = units::positive_seconds)]
     pub command_timeout: u64,
 }
 
@@ -153,6 +154,15 @@ impl SshArgs {
             command_timeout: Duration::from_secs(self.command_timeout),
             recorded: Default::default(),
         }
+    }
+}
+
+/// How long a committed change may stay unconfirmed (`--confirm-timeout`): a duration
+/// as `mlt_common::units` reads it (a bare number is seconds), 1 s to a day.
+pub fn confirm_seconds(text: &str) -> Result<u64, String> {
+    match units::positive_seconds(text).map_err(|e| e.to_string())? {
+        seconds if seconds <= 86_400 => Ok(seconds),
+        _ => Err(format!("`{text}` is longer than a day")),
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
-use mltctl::outcome::{Status, Summary};
+use mlt_common::outcome::{Status, Summary};
 use mltctl::plan::Plan;
 use mltctl::playbook::{self, Step, StepPlan};
 use serde::Serialize;
@@ -55,7 +55,7 @@ pub struct Args {
     pub json: bool,
     /// (diff, apply) Seconds a committed change may stay unconfirmed before the switch
     /// reverts it [default: apply's].
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, value_name = "SECS", value_parser = super::confirm_seconds)]
     pub confirm_timeout: Option<u64>,
     /// (host steps) Directory on every host for the endhost binary and the host's files
     /// [default: the host commands'].

@@ -51,7 +51,7 @@ fn stop(args: &HostArgs, plan: &Plan) -> Result<Ran, Failure> {
         },
     );
     super::say_recorded(&ssh);
-    let summary = mltctl::outcome::Summary::of(results.iter().map(|r| &r.status));
+    let summary = mlt_common::outcome::Summary::of(results.iter().map(|r| &r.status));
     Ok(Ran {
         devices: results.iter().map(|r| (r.host.clone(), r.status)).collect(),
         result: host_summary(args.json, "stop", &summary, started.elapsed().as_secs_f64()),

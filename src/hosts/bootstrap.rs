@@ -14,8 +14,8 @@ use crate::parallel::{self, Progress};
 use crate::plan::Plan;
 use crate::plan::hosts::network_plan;
 use crate::ssh::{Session, SshOptions};
-use switch_config::redact::clean;
-use switch_config::shell::ShellCommand;
+use mlt_common::redact::clean;
+use mlt_common::shell::ShellCommand;
 
 pub struct Options {
     pub check: bool,
@@ -161,10 +161,8 @@ fn configure(
     }
     let report = outcome?;
     result.status = match report.status {
-        agent::Status::Failed => Status::Failed,
-        agent::Status::Changed => Status::Changed,
-        agent::Status::Ok if result.binary_uploaded => Status::Changed,
-        agent::Status::Ok => Status::Ok,
+        Status::Ok if result.binary_uploaded => Status::Changed,
+        status => status,
     };
     result.message = report.error.as_deref().map(clean);
     result.report = Some(report);

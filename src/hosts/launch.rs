@@ -20,8 +20,8 @@ use crate::plan::Plan;
 use crate::plan::groups::{Contention, Pattern, Rack};
 use crate::plan::hosts::ip_mac;
 use crate::ssh::SshOptions;
-use switch_config::redact::clean;
-use switch_config::shell::ShellCommand;
+use mlt_common::redact::clean;
+use mlt_common::shell::ShellCommand;
 
 pub struct Options {
     pub forks: usize,

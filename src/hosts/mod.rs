@@ -12,13 +12,13 @@ use std::time::Instant;
 
 use endhost_core::config::{Collective, DatapathKind};
 
-use switch_config::names::check_name;
-use switch_config::redact::clean;
-use switch_config::shell::{ShellCommand, quote};
+use mlt_common::names::check_name;
+use mlt_common::redact::clean;
+use mlt_common::shell::{ShellCommand, quote};
 
-use crate::outcome::{Status, Summary};
 use crate::plan::Plan;
 use crate::ssh::{Session, SshOptions};
+use mlt_common::outcome::{Status, Summary};
 
 /// Where mltctl's files live on every host: one absolute directory, and in it only
 /// files named after a host (checked when the value is made, so every path it gives

@@ -10,7 +10,6 @@ pub mod addressing;
 mod layers;
 mod load;
 mod raw;
-mod units;
 mod validate;
 
 use std::net::Ipv4Addr;

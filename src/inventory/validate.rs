@@ -23,14 +23,15 @@ use switch_config::Vendor;
 use super::addressing::PathLayout;
 use super::layers::parse_layer_file;
 use super::raw::{Item, Sections};
-use super::units::parse_speed_mbps;
 use super::{
     Downlink, Fabric, Host, Inventory, KeyRef, Layer, Mgmt, Nic, PinnedThreshold, Port, Rack, Role,
     Switch, ThresholdModel, Tolerance, Training, Uplink, gradient_classes, raw,
 };
 use crate::diag::{Reporter, start_of};
-use switch_config::names::{check_name, check_port_name};
-use switch_config::redact::shown;
+use mlt_common::names::check_name;
+use mlt_common::redact::shown;
+use mlt_common::units::Rate;
+use switch_config::ports::check_port_name;
 
 mod training;
 
@@ -562,10 +563,10 @@ impl Validator<'_> {
                 self.error(p.name.span(), msg);
                 ok = false;
             }
-            let speed = match parse_speed_mbps(&p.speed) {
-                Ok(mbps) => Some(mbps),
+            let speed = match p.speed.parse::<Rate>() {
+                Ok(rate) => Some(rate.mbps()),
                 Err(e) => {
-                    self.error(p.speed.span(), e);
+                    self.error(p.speed.span(), e.to_string());
                     None
                 }
             };
@@ -639,7 +640,7 @@ impl Validator<'_> {
                     self.error(h.nic.ip.span(), msg);
                 }
             }
-            let nic_ok = match endhost_core::addr::check_ifname(&h.nic.name) {
+            let nic_ok = match mlt_common::names::check_ifname(&h.nic.name) {
                 Ok(()) => true,
                 Err(rule) => {
                     let msg = format!("NIC name {} {rule}", shown(&h.nic.name));

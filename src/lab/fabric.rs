@@ -74,7 +74,7 @@ pub struct Layout {
     /// Every port's rate, which the forwarder paces to.
     #[serde(default = "default_rate_mbps")]
     pub rate_mbps: u64,
-    /// What each port may queue, when `lab up --buffer-kib` set it.
+    /// What each port may queue, when `lab up --buffer` set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer_bytes: Option<u64>,
     pub switches: Vec<Member>,
@@ -352,7 +352,7 @@ fn write_inventory(spec: &Spec) -> Result<Inventory, LabError> {
     let problems = crate::plan::Plan::build(&inv).problems(&inv);
     if !problems.is_empty() {
         return Err(LabError::Refused(format!(
-            "the lab's inventory cannot be planned (a smaller --buffer-kib than its \
+            "the lab's inventory cannot be planned (a smaller --buffer than its \
              thresholds need?):\n{problems}"
         )));
     }
@@ -438,8 +438,8 @@ fn build(
     say("every switch and host answers SSH on its management address");
     start_forwarder(spec)?;
     say(&format!(
-        "the forwarder runs every switch's data plane at {} Mbit/s per port",
-        spec.rate_mbps
+        "the forwarder runs every switch's data plane at {} per port",
+        mlt_common::units::Rate::from_mbps(spec.rate_mbps)
     ));
     Ok(())
 }

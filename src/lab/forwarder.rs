@@ -29,7 +29,7 @@ const ETH_P_ARP: u16 = 0x0806;
 /// Linux's PACKET_IGNORE_OUTGOING: a socket does not see the frames it sends.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const MAX_FRAME: usize = 9216 + 14;
-/// Bytes one port's queues may hold together unless `lab up --buffer-kib` says: a
+/// Bytes one port's queues may hold together unless `lab up --buffer` says: a
 /// generous buffer (the lab does not model how a switch shares its buffer between
 /// ports; each port may use all of it).
 pub const PORT_BUFFER_BYTES: u64 = 4 << 20;

@@ -11,8 +11,8 @@
 use std::io;
 use std::time::Duration;
 
-use crate::redact::clean;
-use crate::shell::ShellCommand;
+use mlt_common::redact::clean;
+use mlt_common::shell::ShellCommand;
 
 /// What a command printed, and how it ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -274,7 +274,7 @@ pub(crate) mod tests {
         };
         let err = run_cli(&mut t, "configure\n").unwrap_err().to_string();
         assert!(!err.contains("Q8m0W3"), "{err}");
-        assert!(err.contains(crate::redact::REDACTED), "{err}");
+        assert!(err.contains(mlt_common::redact::REDACTED), "{err}");
         t.reply = Output {
             stderr: format!("Error: bad key {hash}\n"),
             status: 1,

@@ -41,7 +41,7 @@ fn shell_word(
         tera::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    Ok(tera::Value::String(crate::shell::quote(&text)))
+    Ok(tera::Value::String(mlt_common::shell::quote(&text)))
 }
 
 /// Renders built-in template `name` for switch `switch`. A value holding a control
@@ -61,7 +61,7 @@ pub fn render(
     if let Some(bad) = control_character(&value) {
         return Err(crate::text::unexpressible(
             intent,
-            format!("the value {}", crate::redact::shown(bad)),
+            format!("the value {}", mlt_common::redact::shown(bad)),
             "a control character cannot go into a configuration line",
         ));
     }

@@ -8,8 +8,8 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use crate::items::{Change, Items};
-use crate::redact::{one_line, shown};
 use crate::{EcnThresholds, Error, StaticRoute, SwitchIntent};
+use mlt_common::redact::{one_line, shown};
 
 /// Where a static route sends packets.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

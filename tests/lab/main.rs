@@ -87,14 +87,14 @@ fn main() {
     libtest_mimic::run(&args, trials).exit();
 }
 
-/// `--buffer-kib 160` cannot hold the default plan's thresholds: refused with the
+/// `--buffer 160KiB` cannot hold the default plan's thresholds: refused with the
 /// plan's own words, and no directory or namespace is left.
 fn buffer_too_small_is_refused() {
     let scratch = mlt_common::files::scratch_dir("mltctl-lab-small-").unwrap();
     let dir = scratch.path().join("lab");
     let out = Command::new(mltctl())
         .args(["lab", "up", "--name", "mltsmall", "--hosts-per-leaf", "1"])
-        .args(["--buffer-kib", "160", "--dir"])
+        .args(["--buffer", "160KiB", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();

@@ -65,28 +65,6 @@ impl fmt::Display for MacAddr {
     }
 }
 
-/// Checks a Linux interface name by the kernel's rule (`dev_valid_name`: under
-/// IFNAMSIZ = 16 bytes, not `.` or `..`, no `/`, `:` or whitespace), on printable ASCII,
-/// less what a DPDK devargs string gives meaning to (`,` and `=` separate arguments,
-/// brackets hold lists): the name goes into a `--vdev`.
-pub fn check_ifname(name: &str) -> Result<(), &'static str> {
-    if !(1..16).contains(&name.len()) {
-        return Err("must be 1 to 15 characters long (IFNAMSIZ)");
-    }
-    if name == "." || name == ".." {
-        return Err("cannot be `.` or `..`");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_graphic() && !b"/:,=[]".contains(&b))
-    {
-        return Err(
-            "may hold only printable characters other than `/`, `:`, `,`, `=`, brackets and spaces",
-        );
-    }
-    Ok(())
-}
-
 /// A PCI address in domain:bus:device.function form, `0000:3b:00.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PciAddr {

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::addr::check_ifname;
+use mlt_common::names::check_ifname;
 
 /// The virtual-device drivers endhost runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

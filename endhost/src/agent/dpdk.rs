@@ -242,7 +242,7 @@ mod tests {
             .unwrap();
         let report = runtime.block_on(crate::agent::configure(&plan, false, &sysfs.0));
         assert_eq!(report.error, None);
-        assert_eq!(report.status, endhost_core::host::Status::Ok);
+        assert_eq!(report.status, mlt_common::outcome::Status::Ok);
         assert_eq!(report.network_skipped.as_deref(), Some(why.as_str()));
         assert!(report.dpdk.iter().all(|s| s.status == StepStatus::Ok));
         assert!(

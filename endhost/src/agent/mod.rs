@@ -12,7 +12,8 @@ pub mod netlink;
 
 use std::path::{Path, PathBuf};
 
-use endhost_core::host::{Change, HostNetworkPlan, Report, Status, StepStatus, diff};
+use endhost_core::host::{Change, HostNetworkPlan, Report, StepStatus, diff};
+use mlt_common::outcome::Status;
 
 /// The kernel protocol number on every address, neighbour and route the agent adds
 /// (`ip route show proto 77`). Unassigned in iproute2's `rt_protos`.

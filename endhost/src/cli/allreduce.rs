@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use endhost::daemon;
-use endhost::testbed::bench;
 use endhost_core::workload;
 
 /// Run self-checking allreduces through a launched transport, as a training
@@ -19,7 +18,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
     /// Bytes per allreduce: 4MiB, 64MiB, …
-    #[arg(long, default_value = "4MiB", value_parser = bench::parse_size)]
+    #[arg(long, default_value = "4MiB", value_parser = super::tensor_bytes)]
     pub size: u64,
     /// Allreduces to run.
     #[arg(long, default_value_t = 1)]

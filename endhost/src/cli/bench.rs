@@ -9,6 +9,7 @@ use endhost::testbed::bench::{self, BenchSpec};
 use endhost::testbed::netns::{self, FabricSpec};
 use endhost_core::config::{DatapathKind, RateControl};
 use endhost_core::vdev::VdevDriver;
+use mlt_common::units;
 
 use super::{Baseline, BlastRole, CollectiveArg, DatapathArg};
 
@@ -39,7 +40,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 4)]
     pub hosts: usize,
     /// Link rate: 1gbit, 100mbit, …
-    #[arg(long, default_value = "1gbit", value_parser = bench::parse_rate)]
+    #[arg(long, default_value = "1gbit", value_parser = units::mbps)]
     pub rate: u64,
     /// Packets dropped at random by the switch, percent.
     #[arg(long, default_value_t = 1.0)]
@@ -79,10 +80,10 @@ pub struct AllreduceArgs {
     #[arg(long, default_value_t = 4)]
     pub hosts: usize,
     /// Bytes per allreduce: 64MiB, 64MB, …
-    #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+    #[arg(long, default_value = "64MiB", value_parser = super::tensor_bytes)]
     pub size: u64,
     /// Link rate: 1gbit, 100mbit, …
-    #[arg(long, default_value = "1gbit", value_parser = bench::parse_rate)]
+    #[arg(long, default_value = "1gbit", value_parser = units::mbps)]
     pub rate: u64,
     /// Packets dropped at random by the switch, percent.
     #[arg(long, default_value_t = 0.0)]
@@ -151,7 +152,7 @@ pub struct DatapathArgs {
     #[arg(long, default_value_t = 1024)]
     pub payload: usize,
     /// Bytes per allreduce.
-    #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+    #[arg(long, default_value = "64MiB", value_parser = super::tensor_bytes)]
     pub size: u64,
     /// Allreduces per datapath.
     #[arg(long, default_value_t = 5)]

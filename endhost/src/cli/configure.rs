@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use endhost::agent::{self, dpdk::Sysfs, load_plan};
-use endhost_core::host::{Status, render};
+use endhost_core::host::render;
+use mlt_common::outcome::Status;
 
 /// Make this host's network match its part of the plan, through netlink.
 ///
@@ -59,8 +60,9 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         print!("{}", render(&report, args.diff));
     }
-    match report.status {
-        Status::Failed => ExitCode::from(1),
-        Status::Ok | Status::Changed => ExitCode::SUCCESS,
+    if report.status == Status::Failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }

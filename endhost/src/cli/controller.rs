@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use endhost::sync::service;
-use endhost::testbed::bench;
 use endhost_core::sync::bpawr::Knobs;
 use endhost_core::sync::cdf::RuntimeCdf;
 use endhost_core::sync::policy::{AllReduce, PartialReduce, Policy, Scheme};
@@ -47,7 +46,7 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 50)]
     pub delta_t_ms: u64,
     /// The model's size (what one synchronization moves per worker).
-    #[arg(long, default_value = "500MB", value_parser = bench::parse_size)]
+    #[arg(long, default_value = "500MB", value_parser = super::tensor_bytes)]
     pub model: u64,
     /// c: every c-th synchronization is a full allreduce of all workers.
     #[arg(long, value_name = "C")]

@@ -84,6 +84,18 @@ pub enum BlastRole {
     Receive,
 }
 
+/// A size of f32 values (`64MiB`, `4096`, …; see `mlt_common::units`): positive and a
+/// multiple of 4 bytes.
+pub fn tensor_bytes(text: &str) -> Result<u64, String> {
+    let bytes = mlt_common::units::bytes(text).map_err(|e| e.to_string())?;
+    if bytes == 0 || !bytes.is_multiple_of(4) {
+        return Err(format!(
+            "`{text}` is not a positive multiple of 4 bytes (f32 values)"
+        ));
+    }
+    Ok(bytes)
+}
+
 /// A host's transport configuration, as `mltctl plan --host NAME` writes it.
 pub fn read_config(path: &std::path::Path) -> anyhow::Result<TransportConfig> {
     let text = mlt_common::input::read_text(path, mlt_common::input::MAX_FILE_BYTES)

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use endhost::testbed::bench;
 use endhost::{Options, Transport};
 use endhost_core::collective::Algorithm;
 use endhost_core::proto::counters::PeerCounters;
@@ -31,7 +30,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
     /// Bytes per allreduce (f32 values): 64MiB, 64MB, 1048576, …
-    #[arg(long, default_value = "64MiB", value_parser = bench::parse_size)]
+    #[arg(long, default_value = "64MiB", value_parser = super::tensor_bytes)]
     pub size: u64,
     /// Override the job's collective.
     #[arg(long, value_enum)]
@@ -40,7 +39,7 @@ pub struct Args {
     #[arg(long)]
     pub loss_bound: Option<f64>,
     /// Seconds to wait for every peer to come up.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = mlt_common::units::positive_seconds)]
     pub connect_timeout: u64,
     /// Override the job's hard per-phase timeout, ms.
     #[arg(long)]

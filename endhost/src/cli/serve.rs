@@ -33,12 +33,12 @@ pub struct Args {
     #[arg(long, value_name = "GROUP")]
     pub socket_group: Option<String>,
     /// Seconds to wait for every peer to come up.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = mlt_common::units::positive_seconds)]
     pub connect_timeout: u64,
     /// Seconds a client may take to send one request, from its first byte to its last
     /// (idle time between requests is not counted); a client that stalls mid-request is
     /// cut off.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = mlt_common::units::positive_seconds)]
     pub request_timeout: u64,
     /// The most memory the socket's clients together can make the transport hold
     /// (request values until answered, and shared regions), in MiB [default: 2,048 per

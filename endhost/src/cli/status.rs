@@ -13,7 +13,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
     /// Seconds to wait for the transport to answer (0: ask once).
-    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    #[arg(long, value_name = "SECS", default_value_t = 0, value_parser = mlt_common::units::seconds)]
     pub wait: u64,
     /// Give up early if the process in this file has exited.
     #[arg(long, value_name = "FILE")]

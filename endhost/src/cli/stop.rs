@@ -15,7 +15,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub pid_file: PathBuf,
     /// Seconds to wait after SIGTERM before SIGKILL.
-    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = mlt_common::units::seconds)]
     pub grace: u64,
 }
 

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use endhost::sync::worker::{self, WorkerOptions};
-use endhost::testbed::bench;
 use endhost::{Options, Transport};
+use mlt_common::units;
 
 /// A training worker under the controller: compute, report ready, sync, repeat.
 ///
@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long)]
     pub rank: Option<u32>,
     /// The bandwidth this worker reports: 10gbit, 800mbit, …
-    #[arg(long, default_value = "10gbit", value_parser = bench::parse_rate)]
+    #[arg(long, default_value = "10gbit", value_parser = units::mbps)]
     pub bandwidth: u64,
     /// Mean computation time of one round, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 100)]
@@ -41,10 +41,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Bytes per synchronization (with --config).
-    #[arg(long, default_value = "1MiB", value_parser = bench::parse_size)]
+    #[arg(long, default_value = "1MiB", value_parser = super::tensor_bytes)]
     pub size: u64,
     /// Seconds to wait for a launch.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = mlt_common::units::positive_seconds)]
     pub launch_timeout: u64,
     /// One JSON line per synchronization.
     #[arg(long)]

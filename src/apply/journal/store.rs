@@ -216,7 +216,7 @@ fn check(
         };
         let entry: Entry = serde_json::from_str(&entry_text)
             .map_err(|e| tampered(number, format!("not a journal entry ({e})")))?;
-        if switch_config::names::check_name(&entry.run).is_err() {
+        if mlt_common::names::check_name(&entry.run).is_err() {
             return Err(tampered(number, "its run id is not a name".into()));
         }
         // Journals before the state directory recorded `--check` runs too; those

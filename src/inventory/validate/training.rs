@@ -107,7 +107,7 @@ impl Validator<'_> {
         {
             let msg = format!(
                 "{} is not a group name (up to 32 letters, digits, `_`, `.` or `-`, not starting with `-` or `.`)",
-                switch_config::redact::shown(group)
+                mlt_common::redact::shown(group)
             );
             self.error(group.span(), msg);
             return None;

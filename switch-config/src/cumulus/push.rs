@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::push::{Device, PushError, Transport, run};
-use crate::shell::ShellCommand;
+use mlt_common::shell::ShellCommand;
 
 pub struct Cumulus;
 

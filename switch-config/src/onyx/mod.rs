@@ -41,12 +41,12 @@ use std::sync::Arc;
 use ipnet::Ipv4Net;
 
 use crate::items::{Change, Items};
-use crate::redact::shown;
 use crate::text::{
     MAX_CLASS, MAX_DSCP, NextHop, NextHops, add_route, check_eight_queues, check_no_limit,
     default_class, expect_cli_text, number_list, parse_error, planned_routes, unexpressible,
 };
 use crate::{Driver, Error, SwitchIntent};
+use mlt_common::redact::shown;
 
 pub struct Onyx;
 

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::push::{Device, PushError, Transport, run};
-use crate::shell::ShellCommand;
+use mlt_common::shell::ShellCommand;
 
 pub struct Sonic {
     checkpoint: String,
@@ -81,7 +81,7 @@ impl Device for Sonic {
                 command: mktemp.to_string(),
                 message: format!(
                     "it answered {}, not a new directory of that name",
-                    crate::redact::shown(dir)
+                    mlt_common::redact::shown(dir)
                 ),
             });
         }

@@ -8,5 +8,5 @@ pub mod report;
 pub mod state;
 
 pub use plan::HostNetworkPlan;
-pub use report::{Report, Status, Step, StepStatus, render};
+pub use report::{Report, Step, StepStatus, render};
 pub use state::{Change, Conflict, Observed, diff};

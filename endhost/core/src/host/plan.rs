@@ -64,7 +64,7 @@ pub struct DpdkPrep {
 impl HostNetworkPlan {
     /// Problems serde cannot see: duplicates, impossible values.
     pub fn check(&self) -> Result<(), String> {
-        if let Err(rule) = crate::addr::check_ifname(&self.nic) {
+        if let Err(rule) = mlt_common::names::check_ifname(&self.nic) {
             return Err(format!("nic {:?} {rule}", self.nic));
         }
         if self.mtu < 68 {

@@ -1,21 +1,10 @@
 //! What one `endhost configure` run found and did (`--json` prints it, `mltctl
 //! bootstrap` reads it), and the same as text.
 
+use mlt_common::outcome::Status;
 use serde::{Deserialize, Serialize};
 
 use super::state::{Change, Conflict};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Already as planned.
-    Ok,
-    /// Changed and verified (check mode: would change).
-    Changed,
-    /// The network part stopped before changing or undid its changes; a DPDK step that
-    /// fails after the network was configured leaves the network changes (listed) in place.
-    Failed,
-}
 
 /// What one `endhost configure` run found and did; `--json` prints it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +12,9 @@ pub struct Report {
     pub host: String,
     pub nic: String,
     pub check: bool,
+    /// `ok`, `changed`, or `failed`: the network part stopped before changing or undid
+    /// its changes (a DPDK step that fails after the network was configured leaves the
+    /// network changes, listed, in place).
     pub status: Status,
     /// Made (check mode: would be made), in order.
     pub changes: Vec<Change>,
@@ -83,10 +75,8 @@ pub fn render(report: &Report, diff: bool) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let status = match (report.status, report.check) {
-        (Status::Changed, true) => "would change",
-        (Status::Changed, false) => "changed",
-        (Status::Ok, _) => "ok",
-        (Status::Failed, _) => "failed",
+        (Status::Changed, true) => "would change".to_string(),
+        (status, _) => status.to_string(),
     };
     let count = match report.changes.len() {
         0 => String::new(),

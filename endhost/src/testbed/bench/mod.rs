@@ -451,71 +451,12 @@ pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchRepo
     Ok(report)
 }
 
-/// `1gbit`, `100mbit`, `10000` (Mbit/s).
-pub fn parse_rate(text: &str) -> Result<u64, String> {
-    let lower = text.to_ascii_lowercase();
-    let (number, scale) = if let Some(n) = lower.strip_suffix("gbit") {
-        (n, 1000.0)
-    } else if let Some(n) = lower.strip_suffix("mbit") {
-        (n, 1.0)
-    } else {
-        (lower.as_str(), 1.0)
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a rate such as 1gbit or 100mbit"))?;
-    let mbit = (value * scale).round();
-    if mbit < 1.0 {
-        return Err(format!("`{text}` is below 1 Mbit/s"));
-    }
-    Ok(mbit as u64)
-}
-
-/// `64MiB`, `64MB`, `1000000`, `4KiB`, …
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let units: [(&str, u64); 7] = [
-        ("kib", 1 << 10),
-        ("mib", 1 << 20),
-        ("gib", 1 << 30),
-        ("kb", 1_000),
-        ("mb", 1_000_000),
-        ("gb", 1_000_000_000),
-        ("b", 1),
-    ];
-    let lower = text.to_ascii_lowercase();
-    let (number, scale) = units
-        .iter()
-        .find_map(|(suffix, scale)| lower.strip_suffix(suffix).map(|n| (n, *scale)))
-        .unwrap_or((lower.as_str(), 1));
-    let value: u64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size such as 64MiB"))?;
-    let bytes = value
-        .checked_mul(scale)
-        .ok_or(format!("`{text}` is too large"))?;
-    if bytes == 0 || bytes % 4 != 0 {
-        return Err(format!(
-            "`{text}` is not a positive multiple of 4 bytes (f32 values)"
-        ));
-    }
-    Ok(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn rates_sizes_and_the_optimum() {
-        assert_eq!(parse_rate("1gbit"), Ok(1000));
-        assert_eq!(parse_rate("100mbit"), Ok(100));
-        assert!(parse_rate("fast").is_err());
-        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_size("64MB"), Ok(64_000_000));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("3").is_err());
+    fn the_optimum_is_the_ring_over_the_line_rate() {
         // 4 hosts, 64 MiB, 1 Gbit/s: 1.5 · 67108864 · 8 / 1e9 ≈ 0.805 s.
         assert!((optimum_seconds(4, 64 << 20, 1000) - 0.805).abs() < 0.001);
     }

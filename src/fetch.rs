@@ -13,7 +13,7 @@ use switch_config::Vendor;
 
 use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
-use crate::ssh::{Session, SshOptions};
+use crate::ssh::{SshOptions, SshSession};
 use crate::switches;
 use mlt_common::outcome::Status;
 
@@ -61,7 +61,7 @@ fn fetch_one(switch: &SwitchPlan, dir: &Path, ssh: &SshOptions) -> Fetched {
         message: None,
         seconds: 0.0,
     };
-    let outcome = Session::open(&switch.mgmt, ssh)
+    let outcome = SshSession::open(&switch.mgmt, ssh)
         .map_err(|e| (Status::Unreachable, e.to_string()))
         .and_then(|mut session| {
             let mut driver = switch_config::driver(intent, "mltctl-fetch");

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mlt_common::shell::ShellCommand;
 use ssh2::{CheckResult, KnownHostFileKind, MethodType};
-use switch_config::push::{Output, Transport};
+use switch_config::push::{Output, Session};
 
 use crate::inventory::{KeyRef, Mgmt};
 
@@ -100,7 +100,7 @@ pub enum SshError {
 }
 
 /// An authenticated session, with a record of every command sent over it.
-pub struct Session {
+pub struct SshSession {
     session: ssh2::Session,
     sent: Vec<String>,
 }
@@ -117,9 +117,9 @@ const HOST_KEY_PREFERENCE: &[&str] = &[
     "ssh-rsa",
 ];
 
-impl Session {
+impl SshSession {
     /// Connects to `mgmt`, checks its host key and logs in.
-    pub fn open(mgmt: &Mgmt, options: &SshOptions) -> Result<Session, SshError> {
+    pub fn open(mgmt: &Mgmt, options: &SshOptions) -> Result<SshSession, SshError> {
         let endpoint = format!("{}:{}", mgmt.address, mgmt.port);
         let tcp = connect(&mgmt.address, mgmt.port, options.connect_timeout, &endpoint)?;
         let handshake = |source| SshError::Handshake {
@@ -143,7 +143,7 @@ impl Session {
         session.handshake().map_err(handshake)?;
         check_host_key(&session, mgmt, options, &endpoint)?;
         authenticate(&session, mgmt, &endpoint)?;
-        Ok(Session {
+        Ok(SshSession {
             session,
             sent: Vec::new(),
         })
@@ -151,7 +151,7 @@ impl Session {
 
     /// Replaces a lost connection with a new one; the record of what was sent stays.
     pub fn reconnect(&mut self, mgmt: &Mgmt, options: &SshOptions) -> Result<(), SshError> {
-        self.session = Session::open(mgmt, options)?.session;
+        self.session = SshSession::open(mgmt, options)?.session;
         Ok(())
     }
 
@@ -228,7 +228,7 @@ impl Session {
     }
 }
 
-impl Transport for Session {
+impl Session for SshSession {
     fn exec(&mut self, command: &ShellCommand, input: &str) -> io::Result<Output> {
         self.sent.push(if input.is_empty() {
             command.to_string()

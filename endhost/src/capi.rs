@@ -240,8 +240,7 @@ pub unsafe extern "C" fn mlt_post_allreduce(
     };
     with(t, |t| {
         let transport = transport(t)?;
-        let mut spec = transport.allreduce_spec(tensor, values, layer);
-        spec.loss_bound = loss_bound;
+        let spec = transport.allreduce_spec(tensor, values, vec![(0, layer)], Some(loss_bound));
         let handle = transport.post_allreduce(spec).map_err(|e| e.to_string())?;
         t.outputs.insert(handle, (data, len));
         Ok(handle)

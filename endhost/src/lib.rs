@@ -1,5 +1,5 @@
 //! The end host's I/O around the sans-IO core (`endhost-core`): the datapaths (kernel
-//! UDP, DPDK), the thread that drives the protocol core over one ([`driver`]), the TCP
+//! UDP, DPDK), the event loop that drives the protocol core over one ([`event_loop`]), the TCP
 //! control channel ([`mesh`]), the async API ([`transport`]) and its C ABI ([`capi`]),
 //! the launched transport ([`daemon`]), the host agent's netlink and sysfs work
 //! ([`agent`]), the Selective Reduce controller service and workers ([`sync`]), and
@@ -9,7 +9,7 @@ pub mod agent;
 pub mod capi;
 pub mod daemon;
 pub mod datapath;
-pub mod driver;
+pub mod event_loop;
 pub mod help;
 pub mod lines;
 pub mod mesh;

@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::datapath::{AnyDatapath, OpenError};
-use crate::driver::{Driver, Inbound, Reply, Sources, Wake};
+use crate::event_loop::{EventLoop, Inbound, Reply, Sources, Wake};
 use crate::mesh::{self, MeshConfig, MeshError};
 use endhost_core::collective::{Algorithm, Allreduce, Done, Engine, OpError};
 use endhost_core::config::TransportConfig;
@@ -203,7 +203,7 @@ impl Transport {
             .name(format!("endhost-rank{rank}"))
             .spawn(move || {
                 let endpoint = Endpoint::new(endpoint_config, 0);
-                Driver {
+                EventLoop {
                     engine: Engine::new(endpoint, timeouts),
                     datapath,
                     paths,
@@ -248,9 +248,16 @@ impl Transport {
         Ok(rx.await.map_err(|_| TransportError::Stopped)??)
     }
 
-    /// An allreduce of `data` over the whole job with the job's collective and loss
-    /// bound, tensor `tensor`, all in `layer`.
-    pub fn allreduce_spec(&self, tensor: u32, data: Vec<f32>, layer: u16) -> Allreduce {
+    /// An allreduce of `data` over the whole job with the job's collective, tensor
+    /// `tensor`, its values in `layers` ((first value, layer) breakpoints; empty: all in
+    /// layer 0), within `loss_bound` (`None`: the job's).
+    pub fn allreduce_spec(
+        &self,
+        tensor: u32,
+        data: Vec<f32>,
+        layers: Vec<(usize, u16)>,
+        loss_bound: Option<f64>,
+    ) -> Allreduce {
         let algorithm = match self.config.job.collective {
             endhost_core::config::Collective::Ring => Algorithm::Ring,
             endhost_core::config::Collective::Transpose => Algorithm::Transpose,
@@ -264,8 +271,8 @@ impl Transport {
             algorithm,
             group: None,
             weights: None,
-            layers: vec![(0, layer)],
-            loss_bound: self.config.job.loss_bound,
+            layers,
+            loss_bound: loss_bound.unwrap_or(self.config.job.loss_bound),
         }
     }
 

@@ -60,8 +60,12 @@ fn allreduce_over_loopback_sums_exactly_for_every_collective() {
                     let t = t.clone();
                     let algorithm = algorithm.clone();
                     tokio::task::spawn_local(async move {
-                        let mut spec =
-                            t.allreduce_spec(tensor as u32, vec![rank as f32 + 1.0; len], 0);
+                        let mut spec = t.allreduce_spec(
+                            tensor as u32,
+                            vec![rank as f32 + 1.0; len],
+                            Vec::new(),
+                            None,
+                        );
                         spec.algorithm = algorithm;
                         t.allreduce(spec).await
                     })
@@ -98,7 +102,7 @@ fn tiny_allreduces_with_empty_chunks_complete() {
                 .map(|t| {
                     let t = t.clone();
                     tokio::task::spawn_local(async move {
-                        let mut spec = t.allreduce_spec(77, vec![1.0], 0);
+                        let mut spec = t.allreduce_spec(77, vec![1.0], Vec::new(), None);
                         spec.algorithm = Algorithm::Ring;
                         t.allreduce(spec).await
                     })

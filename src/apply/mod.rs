@@ -51,7 +51,7 @@ use self::journal::{Journal, RunInfo};
 use crate::interrupt;
 use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
-use crate::ssh::{Session, SshOptions};
+use crate::ssh::{SshOptions, SshSession};
 pub use mlt_common::outcome::Status;
 
 /// How a run behaves.
@@ -329,7 +329,7 @@ pub fn apply_device(
             }
         }
     };
-    let mut session = match Session::open(&switch.mgmt, &options.ssh) {
+    let mut session = match SshSession::open(&switch.mgmt, &options.ssh) {
         Ok(session) => session,
         Err(e) => {
             result.status = Status::Unreachable;
@@ -434,7 +434,7 @@ impl Change<'_> {
         }
     }
 
-    fn run(&mut self, t: &mut Session, result: &mut DeviceResult) -> Result<(), Failure> {
+    fn run(&mut self, t: &mut SshSession, result: &mut DeviceResult) -> Result<(), Failure> {
         let before = self
             .device
             .get_running(t)
@@ -515,7 +515,7 @@ impl Change<'_> {
 
     /// Loads the change and makes sure the switch sees it; keeps the switch's own diff
     /// when the switch has a candidate of its own to compare.
-    fn stage(&mut self, t: &mut Session, result: &mut DeviceResult) -> Result<(), Failure> {
+    fn stage(&mut self, t: &mut SshSession, result: &mut DeviceResult) -> Result<(), Failure> {
         self.device
             .load_candidate(t, &result.commands, &self.before)
             .map_err(|e| Failure::BeforeCommit(Cause::Load(e)))?;
@@ -535,9 +535,9 @@ impl Change<'_> {
     /// Undoes the commit and says what the switch runs now, and whether that is what it
     /// ran before. A lost connection gets one new session. Whatever the rollback
     /// reported, the switch is read again to tell.
-    fn roll_back(&mut self, t: &mut Session) -> (String, bool) {
+    fn roll_back(&mut self, t: &mut SshSession) -> (String, bool) {
         let mut attempt = self.device.rollback(t);
-        if let Err(PushError::Transport(_)) = attempt {
+        if let Err(PushError::Connection(_)) = attempt {
             if let Err(e) = t.reconnect(&self.switch.mgmt, &self.options.ssh) {
                 return (self.unreachable_after_commit(&e.to_string()), false);
             }
@@ -551,7 +551,7 @@ impl Change<'_> {
     }
 
     /// Does the switch run what it ran before?
-    fn state_after_rollback(&mut self, t: &mut Session) -> (String, bool) {
+    fn state_after_rollback(&mut self, t: &mut SshSession) -> (String, bool) {
         let now = match self.device.get_running(t) {
             Ok(now) => now,
             Err(e) => {
@@ -602,7 +602,7 @@ impl Failure {
 
     /// The failure, what was done about it, and whether nothing of the change is left
     /// active on the switch.
-    fn describe(self, change: &mut Change<'_>, t: &mut Session) -> (String, bool) {
+    fn describe(self, change: &mut Change<'_>, t: &mut SshSession) -> (String, bool) {
         match self {
             Failure::Read(why) => (why.to_string(), true),
             Failure::BeforeCommit(why) => match change.device.discard(t) {

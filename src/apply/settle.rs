@@ -14,7 +14,7 @@ use switch_config::push::Device;
 use super::journal::Entry;
 use super::{DeviceResult, Status, lock_switch, sha256};
 use crate::plan::SwitchPlan;
-use crate::ssh::{Session, SshOptions};
+use crate::ssh::{SshOptions, SshSession};
 
 /// What to do with an unconfirmed commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +45,8 @@ pub fn settle(
     let mut result = DeviceResult::new(switch);
     let outcome = (|| {
         let _lock = lock_switch(switch, lock_dir).map_err(|why| (Status::Failed, why))?;
-        let mut session =
-            Session::open(&switch.mgmt, ssh).map_err(|e| (Status::Unreachable, e.to_string()))?;
+        let mut session = SshSession::open(&switch.mgmt, ssh)
+            .map_err(|e| (Status::Unreachable, e.to_string()))?;
         let mut device = switch_config::driver(&switch.intent, &entry.run);
         let settled = match decision {
             Decision::Confirm => confirm(switch, entry, &mut *device, &mut session, &mut result),
@@ -73,7 +73,7 @@ type Settled = Result<(Status, String), (Status, String)>;
 
 fn read(
     device: &mut dyn Device,
-    t: &mut Session,
+    t: &mut SshSession,
     result: &mut DeviceResult,
 ) -> Result<String, (Status, String)> {
     let running = device.get_running(t).map_err(|e| {
@@ -108,7 +108,7 @@ fn confirm(
     switch: &SwitchPlan,
     entry: &Entry,
     device: &mut dyn Device,
-    t: &mut Session,
+    t: &mut SshSession,
     result: &mut DeviceResult,
 ) -> Settled {
     let committed = kept(&entry.owned_after, "after", &entry.run)?;
@@ -139,7 +139,7 @@ fn cancel(
     switch: &SwitchPlan,
     entry: &Entry,
     device: &mut dyn Device,
-    t: &mut Session,
+    t: &mut SshSession,
     result: &mut DeviceResult,
 ) -> Settled {
     let earlier = kept(&entry.owned_before, "before", &entry.run)?;

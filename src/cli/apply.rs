@@ -27,6 +27,7 @@ use super::{Failure, InventoryArg, Ran, SshArgs, StateArgs, load, planned};
 /// is rolled back; the others carry on. Host keys are checked against known_hosts.
 /// Every switch's outcome, with the owned part of its configuration before and after,
 /// is appended to the journal (see `mltctl history` and `mltctl rollback`).
+/// --json events: started, device, summary.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -62,14 +63,8 @@ pub struct PushArgs {
     /// With --diff: every change on its own line, not folded.
     #[arg(long, short)]
     pub verbose: bool,
-    /// Only these switches: names, globs (leaf*), groups (all, leaf, spine, rack:NAME,
-    /// vendor:NAME, sonic, eos, cumulus, onyx), comma-separated; &PATTERN narrows,
-    /// !PATTERN excludes. Repeatable.
-    #[arg(long, value_name = "PATTERN")]
-    pub limit: Vec<String>,
-    /// Switches handled at once, one SSH session each.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub forks: u16,
+    #[command(flatten)]
+    pub run: super::SwitchRun,
     /// Seconds a committed change may stay unconfirmed before the switch reverts it.
     #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = super::confirm_seconds)]
     pub confirm_timeout: u64,
@@ -84,9 +79,6 @@ pub struct PushArgs {
     /// before the run stops.
     #[arg(long, value_name = "PERCENT", default_value_t = 0, requires = "serial", value_parser = clap::value_parser!(u8).range(0..=100))]
     pub max_fail_percentage: u8,
-    /// Print one JSON object per line: {"event":"started"|"device"|"summary", ...}.
-    #[arg(long)]
-    pub json: bool,
     #[command(flatten)]
     pub ssh: SshArgs,
     #[command(flatten)]
@@ -131,7 +123,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
 /// `apply` with the plan of its inventory already built.
 pub fn run_planned(args: Args, plan: &Plan) -> Ran {
     let path = &args.inventory.inventory;
-    let targets = match selected(plan, &args.push.limit) {
+    let targets = match selected(plan, &args.push.run.limit) {
         Ok(targets) => targets,
         Err(failure) => return failure.into(),
     };
@@ -267,7 +259,7 @@ fn push_reported(
     let options = ApplyOptions {
         check: how.check,
         confirm_timeout: Duration::from_secs(args.confirm_timeout),
-        forks: usize::from(args.forks),
+        forks: usize::from(args.run.forks),
         ssh: args.ssh.options(),
         run: how.run,
         lock_dir: args.state.locks(inventory),
@@ -279,7 +271,7 @@ fn push_reported(
             max_fail_percentage: args.max_fail_percentage,
         },
     };
-    let style = if args.json {
+    let style = if args.run.json {
         Style::Json
     } else if std::io::stderr().is_terminal() {
         Style::Terminal

@@ -20,20 +20,14 @@ use super::{Failure, InventoryArg, SshArgs, StateArgs, load, planned, print};
 /// Onyx: save) — all in the run's own session, checkpoint and timer names. A switch
 /// whose revert timer already ran out is not confirmed, and said so. Each switch's
 /// outcome is appended to the journal.
+/// --json events: device, summary.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
     #[command(flatten)]
     pub inventory: InventoryArg,
-    /// Only these switches (same patterns as apply --limit). Repeatable.
-    #[arg(long, value_name = "PATTERN")]
-    pub limit: Vec<String>,
-    /// Switches handled at once, one SSH session each.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub forks: u16,
-    /// Print one JSON object per line: {"event":"device"|"summary", ...}.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub run: super::SwitchRun,
     #[command(flatten)]
     pub ssh: SshArgs,
     #[command(flatten)]
@@ -43,7 +37,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), Failure> {
     let path = &args.inventory.inventory;
     let plan = planned(&load(path)?)?;
-    let targets = selected(&plan, &args.limit)?;
+    let targets = selected(&plan, &args.run.limit)?;
     let journal_path = args.state.journal(path);
     let entries = journal::read(&journal_path)
         .map_err(anyhow::Error::from)?
@@ -57,7 +51,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         })
         .collect();
     if waiting.is_empty() {
-        if args.json {
+        if args.run.json {
             super::print_json(&serde_json::json!({"event": "summary", "confirmed": 0}))?;
         } else {
             print("no selected switch waits for a confirm; nothing was sent\n")?;
@@ -72,8 +66,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
             ssh: &args.ssh,
             state: &args.state,
             inventory: path,
-            forks: args.forks,
-            json: args.json,
+            forks: args.run.forks,
+            json: args.run.json,
         },
     )?;
     outcome(&summary)

@@ -18,7 +18,7 @@ use super::{Failure, InventoryArg, SshArgs, load, planned};
 /// show -r applied -o commands` — and the output is saved in DIR as NAME.json, NAME.cfg
 /// or NAME.nvue, the names `mltctl diff --running DIR` reads. Nothing is changed on any
 /// switch. Configurations hold secrets (password hashes, keys): DIR is the admin's to
-/// protect; mltctl prints none of it.
+/// protect; mltctl prints none of it. --json events: device, summary.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -27,23 +27,15 @@ pub struct Args {
     /// Directory to save the running configurations in (created if needed).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Only these switches: names, globs (leaf*), groups (leaf, spine, rack:NAME,
-    /// vendor:NAME), comma-separated; &PATTERN narrows, !PATTERN excludes. Repeatable.
-    #[arg(long, value_name = "PATTERN")]
-    pub limit: Vec<String>,
-    /// Switches read at once, one SSH session each.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub forks: u16,
-    /// Print one JSON object per line: {"event":"device"|"summary", ...}.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub run: super::SwitchRun,
     #[command(flatten)]
     pub ssh: SshArgs,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(&args.inventory.inventory)?)?;
-    let targets = Selection::parse(&args.limit)
+    let targets = Selection::parse(&args.run.limit)
         .and_then(|s| s.select(&plan))
         .map_err(|e| Failure::Usage(e.to_string()))?
         .switches;
@@ -58,18 +50,18 @@ pub fn run(args: Args) -> Result<(), Failure> {
             args.out.display()
         )
     })?;
-    let progress = !args.json && std::io::stderr().is_terminal();
+    let progress = !args.run.json && std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
     let ssh = args.ssh.options();
     let results = fetch::fetch_all(
         &plan.switches,
         &targets,
         &args.out,
-        usize::from(args.forks),
+        usize::from(args.run.forks),
         &ssh,
         &mut |p| {
             if let Progress::Finished(_, r) = p {
-                if args.json {
+                if args.run.json {
                     let mut line = serde_json::json!({ "event": "device" });
                     if let (Some(map), Ok(serde_json::Value::Object(fields))) =
                         (line.as_object_mut(), serde_json::to_value(r))
@@ -99,7 +91,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     }
     let summary = Summary::of(results.iter().map(|r| &r.status));
     let seconds = started.elapsed().as_secs_f64();
-    if args.json {
+    if args.run.json {
         println!(
             "{}",
             serde_json::json!({"event": "summary", "summary": summary, "seconds": seconds})

@@ -166,6 +166,24 @@ pub fn confirm_seconds(text: &str) -> Result<u64, String> {
     }
 }
 
+/// Which switches a run works on, how many at once, and how it reports: one group for
+/// every command that works on switches over SSH (apply, rollback, confirm, fetch).
+#[derive(clap::Args)]
+pub struct SwitchRun {
+    /// Only these switches: names, globs (leaf*), groups (all, leaf, spine, rack:NAME,
+    /// vendor:NAME, sonic, eos, cumulus, onyx), comma-separated; &PATTERN narrows,
+    /// !PATTERN excludes. Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Vec<String>,
+    /// Switches handled at once, one SSH session each.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub forks: u16,
+    /// Print one JSON object per line, {"event": ...}: the command's events (listed in
+    /// its description), then {"event":"summary", ...}.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Where a run keeps its journal and per-switch locks.
 #[derive(clap::Args)]
 pub struct StateArgs {

@@ -20,6 +20,7 @@ use super::{Failure, InventoryArg, load, planned, print};
 /// switch's own way instead (EOS session abort, `nv config apply --confirm-no`, SONiC
 /// rollback to the run's checkpoint). Only the parts the plan owns as the inventory
 /// says now are compared and put back. The rollback is a run of its own in the journal.
+/// --json events: started, device, summary.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -42,7 +43,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), Failure> {
     let path = &args.inventory.inventory;
     let plan = planned(&load(path)?)?;
-    let targets = selected(&plan, &args.push.limit)?;
+    let targets = selected(&plan, &args.push.run.limit)?;
     let journal_path = args.push.state.journal(path);
     let entries = journal::read(&journal_path)
         .map_err(anyhow::Error::from)?
@@ -122,8 +123,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 ssh: &args.push.ssh,
                 state: &args.push.state,
                 inventory: path,
-                forks: args.push.forks,
-                json: args.push.json,
+                forks: args.push.run.forks,
+                json: args.push.run.json,
             };
             let summary = settle_all(&plan, &cancel, Decision::Cancel, &how)?;
             worst = super::confirm::outcome(&summary);

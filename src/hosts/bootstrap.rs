@@ -13,7 +13,7 @@ use super::{Remote, Status, endpoint, open, run, seconds_since};
 use crate::parallel::{self, Progress};
 use crate::plan::Plan;
 use crate::plan::hosts::network_plan;
-use crate::ssh::{Session, SshOptions};
+use crate::ssh::{SshOptions, SshSession};
 use mlt_common::redact::clean;
 use mlt_common::shell::ShellCommand;
 
@@ -95,7 +95,7 @@ pub fn bootstrap_host(plan: &Plan, rank: usize, binary: &Binary, options: &Optio
 }
 
 fn configure(
-    session: &mut Session,
+    session: &mut SshSession,
     plan: &Plan,
     rank: usize,
     binary: &Binary,

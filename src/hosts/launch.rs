@@ -11,7 +11,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use endhost_core::config::DatapathKind;
-use endhost_core::daemon::Status as TransportStatus;
+use endhost_core::daemon::TransportStatus;
 use serde::Serialize;
 
 use super::{Remote, Status, endpoint, env_file, environment, open, run, seconds_since};

@@ -17,7 +17,7 @@ use mlt_common::redact::clean;
 use mlt_common::shell::{ShellCommand, quote};
 
 use crate::plan::Plan;
-use crate::ssh::{Session, SshOptions};
+use crate::ssh::{SshOptions, SshSession};
 use mlt_common::outcome::{Status, Summary};
 
 /// Where mltctl's files live on every host: one absolute directory, and in it only
@@ -154,8 +154,8 @@ pub fn env_file(env: &BTreeMap<String, String>) -> String {
 }
 
 /// A session to a host, or why there is none.
-fn open(plan: &Plan, rank: usize, ssh: &SshOptions) -> Result<Session, String> {
-    Session::open(&plan.hosts[rank].mgmt, ssh).map_err(|e| clean(&e.to_string()))
+fn open(plan: &Plan, rank: usize, ssh: &SshOptions) -> Result<SshSession, String> {
+    SshSession::open(&plan.hosts[rank].mgmt, ssh).map_err(|e| clean(&e.to_string()))
 }
 
 /// `host:port` of a host's management address.
@@ -166,7 +166,7 @@ fn endpoint(plan: &Plan, rank: usize) -> String {
 
 /// Runs `command` and returns its standard output, or a message with its standard error
 /// (a host's text is data: control characters escaped, key material redacted).
-fn run(session: &mut Session, command: &ShellCommand) -> Result<String, String> {
+fn run(session: &mut SshSession, command: &ShellCommand) -> Result<String, String> {
     let output = session
         .exec(command)
         .map_err(|e| format!("`{command}`: {e}"))?;
@@ -191,7 +191,7 @@ fn run(session: &mut Session, command: &ShellCommand) -> Result<String, String> 
 /// write, below directories of the SSH user or root that nobody else can write either
 /// (unless sticky, as `/tmp` is); else another user of the host could swap what mltctl
 /// puts there (the binary it runs, the job's key).
-fn trusted_remote_dir(session: &mut Session, dir: &str) -> Result<(), String> {
+fn trusted_remote_dir(session: &mut SshSession, dir: &str) -> Result<(), String> {
     run(session, &ShellCommand::new("mkdir -p -m 0755").arg(dir))?;
     let me = run(session, &ShellCommand::new("id -u"))?;
     let me = me.trim();

@@ -2,7 +2,7 @@
 //! behind one interface (get running, load candidate, compare, commit with a revert
 //! timer, confirm, discard, rollback).
 //!
-//! Drivers never open connections. Each step runs over a [`Transport`] the caller
+//! Drivers never open connections. Each step runs over a [`Session`] the caller
 //! passes in (mltctl gives them an SSH session), so a driver survives a reconnect: the
 //! rollback of a commit can go over a fresh session. Drivers decide nothing about
 //! *what* to change; they carry the commands (SONiC: the JSON patch) that
@@ -24,7 +24,7 @@ pub struct Output {
 }
 
 /// How a driver reaches its switch.
-pub trait Transport {
+pub trait Session {
     /// Runs one command (an SSH exec request) with `input` on its standard input.
     fn exec(&mut self, command: &ShellCommand, input: &str) -> io::Result<Output>;
 
@@ -38,7 +38,7 @@ pub trait Transport {
 pub enum PushError {
     /// The connection failed: the step may or may not have taken effect.
     #[error("connection lost: {0}")]
-    Transport(#[from] io::Error),
+    Connection(#[from] io::Error),
     /// The switch refused a command.
     #[error("the switch rejected `{command}`: {message}")]
     Rejected { command: String, message: String },
@@ -50,33 +50,33 @@ pub enum PushError {
 /// One vendor's way through the steps of a change.
 pub trait Device {
     /// The running configuration, in the form [`crate::diff`] reads.
-    fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError>;
+    fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError>;
 
     /// Stages `commands` without activating them, where the OS can; `running` is the
     /// configuration they were computed against (the saved copy for an emulated
     /// rollback).
     fn load_candidate(
         &mut self,
-        t: &mut dyn Transport,
+        t: &mut dyn Session,
         commands: &str,
         running: &str,
     ) -> Result<(), PushError>;
 
     /// The switch's own account of the staged change; empty if it sees none.
-    fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError>;
+    fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError>;
 
     /// Activates the staged change; unless confirmed within `revert_in`, the switch
     /// goes back by itself where the OS has a revert timer.
-    fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError>;
+    fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError>;
 
     /// Keeps the committed change (and saves it for the next boot).
-    fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError>;
+    fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError>;
 
     /// Drops a staged change that was not committed.
-    fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError>;
+    fn discard(&mut self, t: &mut dyn Session) -> Result<(), PushError>;
 
     /// Undoes a commit that is not confirmed yet.
-    fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError>;
+    fn rollback(&mut self, t: &mut dyn Session) -> Result<(), PushError>;
 
     /// Whether an unconfirmed commit is undone by the switch itself when the revert
     /// timer runs out (false: only [`Device::rollback`] undoes it).
@@ -98,7 +98,7 @@ pub trait Device {
 
 /// Runs `command` and fails on a non-zero exit status.
 pub(crate) fn run(
-    t: &mut dyn Transport,
+    t: &mut dyn Session,
     command: &ShellCommand,
     input: &str,
 ) -> Result<String, PushError> {
@@ -149,7 +149,7 @@ fn gist(text: &str) -> Option<String> {
 
 /// Runs a CLI script and fails if the switch printed an error: on EOS and Onyx every
 /// error line starts with `%`.
-pub(crate) fn run_cli(t: &mut dyn Transport, script: &str) -> Result<String, PushError> {
+pub(crate) fn run_cli(t: &mut dyn Session, script: &str) -> Result<String, PushError> {
     let out = t.cli(script)?;
     let mut errors: Vec<&str> = Vec::new();
     for line in out.stdout.lines().chain(out.stderr.lines()).map(str::trim) {
@@ -207,7 +207,7 @@ pub(crate) mod tests {
         pub reply: Output,
     }
 
-    impl Transport for Recorder {
+    impl Session for Recorder {
         fn exec(&mut self, command: &ShellCommand, input: &str) -> io::Result<Output> {
             self.sent.push(format!("exec {command}\n{input}"));
             Ok(self.reply.clone())

@@ -48,7 +48,7 @@ pub enum Request {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Status {
+pub struct TransportStatus {
     pub host: String,
     pub rank: u32,
     /// Hosts in the job.

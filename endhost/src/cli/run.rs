@@ -80,17 +80,15 @@ pub fn run(options: Args) -> anyhow::Result<()> {
         };
         let transport = Transport::start(config, start).await?;
         let barrier = |t: &Transport| {
-            let mut spec = t.allreduce_spec(u32::MAX, vec![0.0], 0);
+            let mut spec = t.allreduce_spec(u32::MAX, vec![0.0], Vec::new(), Some(0.0));
             spec.algorithm = Algorithm::Ring;
-            spec.loss_bound = 0.0;
             spec
         };
         transport.allreduce(barrier(&transport)).await?;
         let mut data = workload::input(rank, values);
         for iteration in 0..options.iterations {
             transport.allreduce(barrier(&transport)).await?;
-            let mut spec = transport.allreduce_spec(0, data, 0);
-            spec.layers = workload::layer_map(values, layers);
+            let spec = transport.allreduce_spec(0, data, workload::layer_map(values, layers), None);
             let before = transport.counters().await?;
             let started = Instant::now();
             let done = transport.allreduce(spec).await?;

@@ -3,15 +3,15 @@
 //! the transport in its own address space. The messages are in
 //! [`endhost_core::daemon`].
 
+mod region;
 mod server;
-mod shared;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Instant;
 
-use endhost_core::daemon::{AllreduceReply, Request, Status};
+use endhost_core::daemon::{AllreduceReply, Request, TransportStatus};
 use mlt_common::files::{self, Access};
 use serde::Deserialize;
 
@@ -46,7 +46,7 @@ impl Client {
         serde_json::from_str(&line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
-    pub fn status(&mut self) -> io::Result<Status> {
+    pub fn status(&mut self) -> io::Result<TransportStatus> {
         self.request(&Request::Status)?;
         self.reply()
     }
@@ -184,7 +184,7 @@ pub fn wait_ready(
     socket: &Path,
     pid_file: Option<&Path>,
     timeout: std::time::Duration,
-) -> Result<Status, String> {
+) -> Result<TransportStatus, String> {
     let deadline = Instant::now() + timeout;
     loop {
         let last = match Client::connect(socket).and_then(|mut c| c.status()) {

@@ -9,13 +9,13 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use endhost_core::collective::Done;
-use endhost_core::daemon::{AllreduceReply, Attached, MAX_VALUES, Request, Status};
+use endhost_core::daemon::{AllreduceReply, Attached, MAX_VALUES, Request, TransportStatus};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Mutex, oneshot};
 
-use super::shared::Region;
+use super::region::SharedRegion;
 use crate::transport::Transport;
 
 /// What the socket's clients may make the transport hold, and for how long.
@@ -40,7 +40,7 @@ impl Limits {
     }
 }
 
-struct Shared {
+struct ServerState {
     transport: Transport,
     limits: Limits,
     /// Bytes of [`Limits::client_bytes`] held now.
@@ -61,7 +61,7 @@ const MAX_CONNECTIONS: usize = 64;
 
 /// A share of [`Limits::client_bytes`], given back when dropped.
 struct Held {
-    shared: Rc<Shared>,
+    shared: Rc<ServerState>,
     bytes: u64,
 }
 
@@ -72,7 +72,7 @@ impl Drop for Held {
 }
 
 /// Takes `bytes` of the clients' budget, or says why not.
-fn hold(shared: &Rc<Shared>, bytes: u64) -> Result<Held, String> {
+fn hold(shared: &Rc<ServerState>, bytes: u64) -> Result<Held, String> {
     let held = shared.held.get();
     if held.saturating_add(bytes) > shared.limits.client_bytes {
         return Err(format!(
@@ -193,7 +193,7 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()>,
 ) -> Transport {
     let local_ranks = transport.config().job.local_ranks.max(1) as usize;
-    let shared = Rc::new(Shared {
+    let shared = Rc::new(ServerState {
         transport,
         limits,
         held: Cell::new(0),
@@ -241,10 +241,10 @@ struct Connection {
     reader: BufReader<UnixStream>,
     local_rank: Option<usize>,
     /// The region and its share of the clients' budget.
-    region: Option<(Region, Held)>,
+    region: Option<(SharedRegion, Held)>,
 }
 
-async fn client(stream: UnixStream, shared: &Rc<Shared>) -> io::Result<()> {
+async fn client(stream: UnixStream, shared: &Rc<ServerState>) -> io::Result<()> {
     let mut c = Connection {
         reader: BufReader::new(stream),
         local_rank: None,
@@ -265,7 +265,7 @@ async fn client(stream: UnixStream, shared: &Rc<Shared>) -> io::Result<()> {
     result
 }
 
-async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()> {
+async fn serve_client(c: &mut Connection, shared: &Rc<ServerState>) -> io::Result<()> {
     let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
     let late = || {
         io::Error::new(
@@ -367,9 +367,9 @@ async fn serve_client(c: &mut Connection, shared: &Rc<Shared>) -> io::Result<()>
     }
 }
 
-async fn status(shared: &Shared) -> Status {
+async fn status(shared: &ServerState) -> TransportStatus {
     let config = shared.transport.config();
-    Status {
+    TransportStatus {
         host: config.local.name.clone(),
         rank: config.rank,
         world_size: config.job.world_size,
@@ -387,7 +387,7 @@ async fn status(shared: &Shared) -> Status {
 /// rank `local_rank`.
 async fn attach(
     c: &mut Connection,
-    shared: &Rc<Shared>,
+    shared: &Rc<ServerState>,
     local_rank: u32,
     bytes: u64,
 ) -> io::Result<()> {
@@ -415,7 +415,7 @@ async fn attach(
         // The region it replaces is given back first.
         c.region = None;
         let made = hold(shared, bytes).and_then(|held| {
-            Region::new(bytes as usize)
+            SharedRegion::new(bytes as usize)
                 .map(|region| (region, held))
                 .map_err(|e| format!("cannot make a shared region of {bytes} bytes: {e}"))
         });
@@ -439,7 +439,7 @@ async fn attach(
     write_line(c.reader.get_mut(), &reply).await
 }
 
-fn local_rank_of(c: &Connection, shared: &Shared) -> Result<usize, String> {
+fn local_rank_of(c: &Connection, shared: &ServerState) -> Result<usize, String> {
     match c.local_rank {
         Some(rank) => Ok(rank),
         None if shared.rounds.borrow().next.len() == 1 => Ok(0),
@@ -451,7 +451,7 @@ fn local_rank_of(c: &Connection, shared: &Shared) -> Result<usize, String> {
 /// clients' budget.
 fn shared_request(
     c: &Connection,
-    shared: &Rc<Shared>,
+    shared: &Rc<ServerState>,
     values: u64,
     layers: Vec<(u64, u16)>,
     loss_bound: Option<f64>,
@@ -491,7 +491,7 @@ fn shared_request(
 /// Adds a local rank's contribution to its round; once every local rank has given its
 /// part (or left), the round's allreduce runs in a task of its own and every member
 /// gets its outcome.
-async fn contribute(shared: &Rc<Shared>, contribution: Contribution) -> Outcome {
+async fn contribute(shared: &Rc<ServerState>, contribution: Contribution) -> Outcome {
     let (tx, rx) = oneshot::channel();
     let ready = {
         let mut rounds = shared.rounds.borrow_mut();
@@ -530,7 +530,7 @@ async fn contribute(shared: &Rc<Shared>, contribution: Contribution) -> Outcome 
 /// Runs a ready round in a task of its own (so no member's connection carries it) and
 /// tells every member its outcome. Rounds take their tensor ids in the order they
 /// became ready.
-fn finish(shared: &Rc<Shared>, round: Round) {
+fn finish(shared: &Rc<ServerState>, round: Round) {
     let shared = Rc::clone(shared);
     if let Some(why) = round.spoiled {
         // The members hear why at once; the other hosts run this allreduce, so the
@@ -544,7 +544,9 @@ fn finish(shared: &Rc<Shared>, round: Round) {
         drop(round.parts);
         tokio::task::spawn_local(async move {
             let mut next = shared.next_tensor.lock().await;
-            let spec = shared.transport.allreduce_spec(*next, vec![0.0; values], 0);
+            let spec = shared
+                .transport
+                .allreduce_spec(*next, vec![0.0; values], Vec::new(), None);
             *next = next.wrapping_add(1);
             let _ = shared.transport.allreduce(spec).await;
         });
@@ -562,11 +564,9 @@ fn finish(shared: &Rc<Shared>, round: Round) {
                 *sum += v;
             }
         }
-        let mut spec = shared.transport.allreduce_spec(tensor, data, 0);
-        spec.layers = round.layers;
-        if let Some(p) = round.loss_bound {
-            spec.loss_bound = p;
-        }
+        let spec = shared
+            .transport
+            .allreduce_spec(tensor, data, round.layers, round.loss_bound);
         let outcome: Outcome = Rc::new(
             shared
                 .transport

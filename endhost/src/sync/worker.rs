@@ -113,7 +113,8 @@ async fn synchronize(transport: &Transport, launch: &Launch, options: &WorkerOpt
     let mut spec = transport.allreduce_spec(
         (launch.sync % u64::from(u32::MAX)) as u32,
         vec![options.rank as f32 + 1.0; options.values],
-        0,
+        Vec::new(),
+        None,
     );
     spec.algorithm = Algorithm::Ring;
     spec.group = Some(group);

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use crate::push::{Device, PushError, Transport, run};
+use crate::push::{Device, PushError, Session, run};
 use mlt_common::shell::ShellCommand;
 
 pub struct Cumulus;
 
 impl Device for Cumulus {
-    fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+    fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run(
             t,
             &ShellCommand::new("nv config show -r applied -o commands"),
@@ -21,7 +21,7 @@ impl Device for Cumulus {
 
     fn load_candidate(
         &mut self,
-        t: &mut dyn Transport,
+        t: &mut dyn Session,
         commands: &str,
         _running: &str,
     ) -> Result<(), PushError> {
@@ -31,29 +31,29 @@ impl Device for Cumulus {
         run(t, &ShellCommand::new("sh -es"), &script).map(drop)
     }
 
-    fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+    fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run(t, &ShellCommand::new("nv config diff -o commands"), "")
     }
 
-    fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError> {
+    fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError> {
         let command = ShellCommand::new("nv config apply --confirm")
             .arg(format!("{}s", revert_in.as_secs()))
             .code("-y");
         run(t, &command, "").map(drop)
     }
 
-    fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         // Releases before 5.9 do not save on apply.
         let command = ShellCommand::new("nv config apply --confirm-yes")
             .and(ShellCommand::new("nv config save"));
         run(t, &command, "").map(drop)
     }
 
-    fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn discard(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         run(t, &ShellCommand::new("nv config detach"), "").map(drop)
     }
 
-    fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn rollback(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         run(t, &ShellCommand::new("nv config apply --confirm-no"), "").map(drop)
     }
 

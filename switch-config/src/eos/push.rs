@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::push::{Device, PushError, Transport, clock, run_cli};
+use crate::push::{Device, PushError, Session, clock, run_cli};
 
 pub struct Eos {
     session: String,
@@ -17,19 +17,19 @@ impl Eos {
         }
     }
 
-    fn session_command(&self, t: &mut dyn Transport, verb: &str) -> Result<String, PushError> {
+    fn session_command(&self, t: &mut dyn Session, verb: &str) -> Result<String, PushError> {
         run_cli(t, &format!("configure session {} {verb}\n", self.session))
     }
 }
 
 impl Device for Eos {
-    fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+    fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run_cli(t, "show running-config\n")
     }
 
     fn load_candidate(
         &mut self,
-        t: &mut dyn Transport,
+        t: &mut dyn Session,
         commands: &str,
         _running: &str,
     ) -> Result<(), PushError> {
@@ -37,28 +37,28 @@ impl Device for Eos {
         run_cli(t, &script).map(drop)
     }
 
-    fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+    fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run_cli(
             t,
             &format!("show session-config named {} diffs\n", self.session),
         )
     }
 
-    fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError> {
+    fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError> {
         self.session_command(t, &format!("commit timer {}", clock(revert_in)))
             .map(drop)
     }
 
-    fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         self.session_command(t, "commit")?;
         run_cli(t, "copy running-config startup-config\n").map(drop)
     }
 
-    fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn discard(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         self.session_command(t, "abort").map(drop)
     }
 
-    fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn rollback(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         self.session_command(t, "abort").map(drop)
     }
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::SwitchIntent;
-use crate::push::{Device, PushError, Transport, run_cli};
+use crate::push::{Device, PushError, Session, run_cli};
 
 pub struct Onyx<'a> {
     intent: &'a SwitchIntent,
@@ -24,18 +24,18 @@ impl<'a> Onyx<'a> {
     }
 }
 
-fn configure(t: &mut dyn Transport, commands: &str) -> Result<(), PushError> {
+fn configure(t: &mut dyn Session, commands: &str) -> Result<(), PushError> {
     run_cli(t, &format!("enable\nconfigure terminal\n{commands}exit\n")).map(drop)
 }
 
 impl Device for Onyx<'_> {
-    fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+    fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run_cli(t, "enable\nshow running-config\n")
     }
 
     fn load_candidate(
         &mut self,
-        _t: &mut dyn Transport,
+        _t: &mut dyn Session,
         commands: &str,
         running: &str,
     ) -> Result<(), PushError> {
@@ -43,7 +43,7 @@ impl Device for Onyx<'_> {
         Ok(())
     }
 
-    fn compare(&mut self, _t: &mut dyn Transport) -> Result<String, PushError> {
+    fn compare(&mut self, _t: &mut dyn Session) -> Result<String, PushError> {
         Ok(self
             .staged
             .as_ref()
@@ -51,22 +51,22 @@ impl Device for Onyx<'_> {
             .unwrap_or_default())
     }
 
-    fn commit(&mut self, t: &mut dyn Transport, _revert_in: Duration) -> Result<(), PushError> {
+    fn commit(&mut self, t: &mut dyn Session, _revert_in: Duration) -> Result<(), PushError> {
         let commands = self.compare(t)?;
         configure(t, &commands)
     }
 
-    fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         self.staged = None;
         run_cli(t, "enable\nconfigure terminal\nconfiguration write\nexit\n").map(drop)
     }
 
-    fn discard(&mut self, _t: &mut dyn Transport) -> Result<(), PushError> {
+    fn discard(&mut self, _t: &mut dyn Session) -> Result<(), PushError> {
         self.staged = None;
         Ok(())
     }
 
-    fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn rollback(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         let Some((saved, _)) = self.staged.take() else {
             return Ok(());
         };

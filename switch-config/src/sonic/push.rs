@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::push::{Device, PushError, Transport, run};
+use crate::push::{Device, PushError, Session, run};
 use mlt_common::shell::ShellCommand;
 
 pub struct Sonic {
@@ -59,13 +59,13 @@ impl Sonic {
 }
 
 impl Device for Sonic {
-    fn get_running(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+    fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run(t, &ShellCommand::new("sonic-cfggen -d --print-data"), "")
     }
 
     fn load_candidate(
         &mut self,
-        t: &mut dyn Transport,
+        t: &mut dyn Session,
         patch: &str,
         _running: &str,
     ) -> Result<(), PushError> {
@@ -90,13 +90,13 @@ impl Device for Sonic {
         run(t, &command, patch).map(drop)
     }
 
-    fn compare(&mut self, t: &mut dyn Transport) -> Result<String, PushError> {
+    fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         let command =
             ShellCommand::new("sudo config apply-patch --dry-run").arg(self.patch_file()?);
         run(t, &command, "")
     }
 
-    fn commit(&mut self, t: &mut dyn Transport, revert_in: Duration) -> Result<(), PushError> {
+    fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError> {
         let apply = ShellCommand::new("sudo config checkpoint")
             .arg(&self.checkpoint)
             .and(
@@ -116,7 +116,7 @@ impl Device for Sonic {
         applied
     }
 
-    fn confirm(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         let command = self
             .stop_timer()
             .and(ShellCommand::new("sudo config save -y"))
@@ -124,14 +124,14 @@ impl Device for Sonic {
         run(t, &command, "").map(drop)
     }
 
-    fn discard(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn discard(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         match self.remove_patch() {
             Some(remove) => run(t, &remove, "").map(drop),
             None => Ok(()),
         }
     }
 
-    fn rollback(&mut self, t: &mut dyn Transport) -> Result<(), PushError> {
+    fn rollback(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
         // The timer may have fired or never started; the checkpoint decides.
         let mut undo = ShellCommand::new("sudo config rollback")
             .arg(&self.checkpoint)

@@ -422,7 +422,7 @@ pub fn blast(
         first = Some((start, cpu0));
     } else {
         println!("ready");
-        let idle = crate::driver::Wake::new().map_err(|e| e.to_string())?;
+        let idle = crate::event_loop::Wake::new().map_err(|e| e.to_string())?;
         loop {
             let n = datapath
                 .receive(&mut |_, _| {})

@@ -17,16 +17,16 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::UnixStream;
 
 /// A region of f32 values, mapped here and in the process that attached it.
-pub struct Region {
+pub struct SharedRegion {
     ptr: NonNull<c_void>,
     len: NonZeroUsize,
     fd: OwnedFd,
 }
 
-impl Region {
+impl SharedRegion {
     /// A new zeroed region of `bytes`. Its size is sealed: the other process cannot
     /// shrink it under our mapping (which would fault on access) nor grow it.
-    pub fn new(bytes: usize) -> io::Result<Region> {
+    pub fn new(bytes: usize) -> io::Result<SharedRegion> {
         let len = NonZeroUsize::new(bytes)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "an empty region"))?;
         let fd = memfd_create(
@@ -51,7 +51,7 @@ impl Region {
                 0,
             )?
         };
-        Ok(Region { ptr, len, fd })
+        Ok(SharedRegion { ptr, len, fd })
     }
 
     /// How many f32 it holds.
@@ -59,7 +59,7 @@ impl Region {
         self.len.get() / 4
     }
 
-    /// The first `n` values (n ≤ [`Region::values`]). The other process may write
+    /// The first `n` values (n ≤ [`SharedRegion::values`]). The other process may write
     /// meanwhile; that spoils only its own values, never our memory.
     pub fn read(&self, n: usize) -> Vec<f32> {
         assert!(n <= self.values());
@@ -73,7 +73,7 @@ impl Region {
         out
     }
 
-    /// Writes `values` at the start (`values.len()` ≤ [`Region::values`]).
+    /// Writes `values` at the start (`values.len()` ≤ [`SharedRegion::values`]).
     pub fn write(&self, values: &[f32]) {
         assert!(values.len() <= self.values());
         // SAFETY: the mapping has room for them and does not overlap `values`.
@@ -112,7 +112,7 @@ impl Region {
     }
 }
 
-impl Drop for Region {
+impl Drop for SharedRegion {
     fn drop(&mut self) {
         // SAFETY: our own mapping, not used after this.
         let _ = unsafe { munmap(self.ptr, self.len.get()) };
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn a_region_cannot_be_shrunk_by_its_other_holder() {
-        let region = Region::new(4096).unwrap();
+        let region = SharedRegion::new(4096).unwrap();
         region.write(&[1.5, -2.0]);
         assert_eq!(region.read(2), vec![1.5, -2.0]);
         let other = region.fd.try_clone().unwrap();

@@ -1,4 +1,4 @@
-//! The datapath thread: drives the sans-IO [`Engine`] with a [`Datapath`], the clock
+//! The event loop of the datapath thread: it drives the sans-IO [`Engine`] with a [`Datapath`], the clock
 //! and the control channel. One thread, so the core needs no locks; it sleeps in the
 //! datapath's wait (µs-precise, for pacing) until a datagram, a control frame, an
 //! application command or a timer needs it.
@@ -148,7 +148,7 @@ impl Sources {
 /// Everything the thread works with. The engine is built on the thread itself: it
 /// shares tensor memory between operations and messages without locks, so it never
 /// crosses threads.
-pub struct Driver<D: Datapath> {
+pub struct EventLoop<D: Datapath> {
     pub engine: Engine,
     pub datapath: D,
     /// Data addresses of each rank's paths.
@@ -165,7 +165,7 @@ pub struct Driver<D: Datapath> {
     pub coalesce: Duration,
 }
 
-impl<D: Datapath> Driver<D> {
+impl<D: Datapath> EventLoop<D> {
     fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use endhost::datapath::frame::Ipv4Packet;
+use endhost_core::frame::Ipv4Packet;
 use mltctl::lab::qos::PortQos;
 use mltctl::lab::queueing::{Port, Verdict};
 use rand::Rng;

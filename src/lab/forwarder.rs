@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use endhost::datapath::frame::Ipv4Packet;
+use endhost_core::frame::Ipv4Packet;
 use ipnet::Ipv4Net;
 
 use super::dataplane::running_routes;

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use endhost::datapath::frame::Ipv4Packet;
+use endhost_core::frame::Ipv4Packet;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;

@@ -4,6 +4,8 @@
 //! and is tested without sockets. The `endhost` crate puts I/O around it.
 //!
 //! - [`wire`]: typed, bounds-checked views of the packet header (smoltcp's `wire`);
+//! - [`frame`]: the same for the Ethernet, IPv4 and UDP headers around it, for
+//!   datapaths (and the lab's forwarder) that see whole frames;
 //! - [`proto`]: one endpoint's bounded-loss delivery, tagging, rate control, spraying;
 //! - [`collective`]: allreduce schedules (ring, transpose, parameter server) and the
 //!   engine that drives them over an endpoint;
@@ -20,6 +22,7 @@ pub mod addr;
 pub mod collective;
 pub mod config;
 pub mod daemon;
+pub mod frame;
 pub mod host;
 pub mod proto;
 pub mod sync;

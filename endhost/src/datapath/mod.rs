@@ -1,9 +1,8 @@
 //! Datapaths: how datagrams leave and enter the host. The protocol core is the same
-//! over each; the driver only needs these few calls.
+//! over each; the event loop only needs these few calls.
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
-pub mod frame;
 pub mod ipmac;
 pub mod udp;
 

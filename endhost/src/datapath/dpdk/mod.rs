@@ -36,9 +36,9 @@ use std::time::{Duration, Instant};
 use dpdk_sys as sys;
 
 use super::Datapath;
-use super::frame::{self, Addresses, HEADERS_LEN, Rejected};
 use endhost_core::addr::MacAddr;
 use endhost_core::config::TransportConfig;
+use endhost_core::frame::{self, Addresses, HEADERS_LEN, Rejected};
 use endhost_core::vdev::{Vdev, VdevDriver};
 use endhost_core::wire::{HEADER_LEN, Packet};
 

@@ -14,7 +14,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::Range;
 
-use endhost_core::addr::MacAddr;
+use crate::addr::MacAddr;
 
 pub const ETHERNET_LEN: usize = 14;
 pub const IPV4_LEN: usize = 20;

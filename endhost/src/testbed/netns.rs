@@ -1,20 +1,23 @@
-//! A test fabric on one machine: each host a network namespace with one veth into a
-//! "switch" namespace that bridges them (iproute2). tbf on a switch port limits the
-//! link's rate towards its host and its latency is the port's buffer, so traffic that
-//! converges on a port, or comes faster than the port drains, queues and drops there as
-//! on a switch. The hosts' side can be shaped too (a NIC queue). Random loss, if asked,
-//! is an nftables rule on the switch (`numgen random`). The kernel has no netem, so this
-//! is how links, buffers and loss are emulated. Dropping the fabric deletes every
-//! namespace it made (and with them their links and rules).
+//! A test fabric on one machine (through `mlt_netns`, the one namespace builder): each
+//! host a network namespace with one veth into a "switch" namespace that bridges them.
+//! tbf on a switch port limits the link's rate towards its host and its latency is the
+//! port's buffer, so traffic that converges on a port, or comes faster than the port
+//! drains, queues and drops there as on a switch. The hosts' side can be shaped too (a
+//! NIC queue). Random loss, if asked, is an nftables rule on the switch's forwarding
+//! path. The kernel has no netem, so this is how links, buffers and loss are emulated.
+//! Dropping the fabric deletes every namespace it made (and with them their links,
+//! rules and processes).
 
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use endhost_core::addr::MacAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use mlt_common::units::{Duration, Rate};
+pub use mlt_netns::capture::{capture, enter};
+pub use mlt_netns::unavailable;
+use mlt_netns::{Namespace, Namespaces, Role, cable};
 
 #[derive(Debug, Clone)]
 pub struct FabricSpec {
@@ -33,56 +36,32 @@ pub struct FabricSpec {
 #[derive(Debug)]
 pub struct Fabric {
     prefix: String,
-    hosts: usize,
+    _namespaces: Namespaces,
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-fn run(program: &str, args: &[&str]) -> io::Result<()> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("{program}: {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
-}
-
-/// `tc` arguments for a token-bucket rate limit on `dev`; `latency` bounds its queue.
-fn tbf<'a>(dev: &'a str, rate: &'a str, burst: &'a str, latency: &'a str) -> [&'a str; 12] {
-    [
-        "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", burst, "latency", latency,
-    ]
-}
-
-/// Runs `program` inside namespace `ns`.
-fn in_ns(ns: &str, program: &str, args: &[&str]) -> io::Result<()> {
-    let mut all = vec!["netns", "exec", ns, program];
-    all.extend_from_slice(args);
-    run("ip", &all)
+fn unique(kind: char) -> String {
+    format!(
+        "mlt{}{kind}{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl Fabric {
     /// Builds the fabric; on failure removes whatever was made.
     pub fn create(spec: &FabricSpec) -> io::Result<Fabric> {
-        let prefix = format!(
-            "mlt{}x{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let fabric = Fabric {
+        if spec.hosts == 0 || spec.hosts > 200 {
+            return Err(io::Error::other("a fabric has 1 to 200 hosts"));
+        }
+        let prefix = unique('x');
+        let mut namespaces = Namespaces::new();
+        build(&prefix, spec, &mut namespaces).map_err(io::Error::other)?;
+        Ok(Fabric {
             prefix,
-            hosts: spec.hosts,
-        };
-        fabric.build(spec)?;
-        Ok(fabric)
+            _namespaces: namespaces,
+        })
     }
 
     /// The switch namespace's name.
@@ -105,114 +84,43 @@ impl Fabric {
         format!("p{i}")
     }
 
-    fn build(&self, spec: &FabricSpec) -> io::Result<()> {
-        if spec.hosts == 0 || spec.hosts > 200 {
-            return Err(io::Error::other("a fabric has 1 to 200 hosts"));
-        }
-        let sw = self.switch();
-        run("ip", &["netns", "add", &sw])?;
-        in_ns(&sw, "ip", &["link", "add", "br0", "type", "bridge"])?;
-        in_ns(&sw, "ip", &["link", "set", "br0", "up"])?;
-        let rate = format!("{}mbit", spec.rate_mbit);
-        // At least half a millisecond of line rate, so tbf passes full-size bursts.
-        let burst = format!("{}", (spec.rate_mbit * 1_000_000 / 8 / 2000).max(16_384));
-        for i in 0..spec.hosts {
-            let host = self.host(i);
-            let port = self.switch_port(i);
-            let tmp = format!("{}v{i}", self.prefix);
-            run("ip", &["netns", "add", &host])?;
-            run(
-                "ip",
-                &[
-                    "link", "add", &tmp, "type", "veth", "peer", "name", &port, "netns", &sw,
-                ],
-            )?;
-            run("ip", &["link", "set", &tmp, "netns", &host])?;
-            in_ns(&host, "ip", &["link", "set", &tmp, "name", "eth0"])?;
-            let address = format!("{}/24", Fabric::ip(i));
-            in_ns(&host, "ip", &["addr", "add", &address, "dev", "eth0"])?;
-            in_ns(&host, "ip", &["link", "set", "eth0", "up"])?;
-            in_ns(&host, "ip", &["link", "set", "lo", "up"])?;
-            in_ns(&sw, "ip", &["link", "set", &port, "master", "br0"])?;
-            in_ns(&sw, "ip", &["link", "set", &port, "up"])?;
-            if spec.host_buffer_ms > 0 {
-                let latency = format!("{}ms", spec.host_buffer_ms);
-                in_ns(&host, "tc", &tbf("eth0", &rate, &burst, &latency))?;
-            }
-            if spec.switch_buffer_ms > 0 {
-                let latency = format!("{}ms", spec.switch_buffer_ms);
-                in_ns(&sw, "tc", &tbf(&port, &rate, &burst, &latency))?;
-            }
-        }
-        if spec.loss_percent > 0.0 {
-            let per_10k = (spec.loss_percent * 100.0).round().to_string();
-            in_ns(&sw, "nft", &["add", "table", "bridge", "lossy"])?;
-            in_ns(
-                &sw,
-                "nft",
-                &[
-                    "add",
-                    "chain",
-                    "bridge",
-                    "lossy",
-                    "forward",
-                    "{ type filter hook forward priority 0; policy accept; }",
-                ],
-            )?;
-            in_ns(
-                &sw,
-                "nft",
-                &[
-                    "add", "rule", "bridge", "lossy", "forward", "numgen", "random", "mod",
-                    "10000", "<", &per_10k, "counter", "drop",
-                ],
-            )?;
-        }
-        Ok(())
-    }
-
     /// A command that runs `program` in host `i`'s namespace.
     pub fn command(&self, i: usize, program: &str) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", &self.host(i), program]);
-        command
+        Namespace::named(self.host(i)).command(program)
     }
 
     /// Runs a command in the switch's namespace (for tests that look at its traffic).
     pub fn switch_command(&self, program: &str) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", &self.switch(), program]);
-        command
+        Namespace::named(self.switch()).command(program)
     }
 }
 
-impl Drop for Fabric {
-    fn drop(&mut self) {
-        for i in 0..self.hosts {
-            let _ = run("ip", &["netns", "del", &self.host(i)]);
+fn build(
+    prefix: &str,
+    spec: &FabricSpec,
+    namespaces: &mut Namespaces,
+) -> Result<(), mlt_netns::NetnsError> {
+    let switch = namespaces.add(&format!("{prefix}sw"), Role::Host)?;
+    switch.bridge("br0", 1500, None)?;
+    let rate = Rate::from_mbps(spec.rate_mbit);
+    let ms = |ms: u32| Duration::from_nanos(u64::from(ms) * 1_000_000);
+    for i in 0..spec.hosts {
+        let host = namespaces.add(&format!("{prefix}h{i}"), Role::Host)?;
+        let port = format!("p{i}");
+        cable((Some(&host), "eth0"), (Some(&switch), &port), 1500)?;
+        host.address("eth0", &format!("{}/24", Fabric::ip(i)))?;
+        switch.enslave(&port, "br0")?;
+        if spec.host_buffer_ms > 0 {
+            host.shape("eth0", rate, ms(spec.host_buffer_ms))?;
         }
-        let _ = run("ip", &["netns", "del", &self.switch()]);
-    }
-}
-
-/// Whether this process may build fabrics: root, with iproute2, tc and nft at hand.
-pub fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("namespaces need root".into());
-    }
-    for tool in ["ip", "tc", "nft"] {
-        let found = Command::new(tool)
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !found {
-            return Some(format!("`{tool}` is not installed"));
+        if spec.switch_buffer_ms > 0 {
+            switch.shape(&port, rate, ms(spec.switch_buffer_ms))?;
         }
     }
-    None
+    if spec.loss_percent > 0.0 {
+        switch.bridge_loss(spec.loss_percent)?;
+    }
+    Ok(())
 }
 
 /// Two hosts joined by one veth pair and nothing else (`eth0` in each namespace,
@@ -223,19 +131,29 @@ pub fn unavailable() -> Option<String> {
 #[derive(Debug)]
 pub struct Pair {
     prefix: String,
+    _namespaces: Namespaces,
 }
 
 impl Pair {
     pub fn create() -> io::Result<Pair> {
-        let pair = Pair {
-            prefix: format!(
-                "mlt{}p{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ),
-        };
-        pair.build()?;
-        Ok(pair)
+        let prefix = unique('p');
+        let mut namespaces = Namespaces::new();
+        let hosts = [0, 1].map(|i| format!("{prefix}h{i}"));
+        let built = (|| {
+            let a = namespaces.add(&hosts[0], Role::Host)?;
+            let b = namespaces.add(&hosts[1], Role::Host)?;
+            cable((Some(&a), "eth0"), (Some(&b), "eth0"), 1500)?;
+            for (i, host) in [a, b].iter().enumerate() {
+                host.address("eth0", &format!("{}/24", Pair::ip(i)))?;
+                host.offloads_off("eth0", &["tx"])?;
+            }
+            Ok::<(), mlt_netns::NetnsError>(())
+        })();
+        built.map_err(io::Error::other)?;
+        Ok(Pair {
+            prefix,
+            _namespaces: namespaces,
+        })
     }
 
     /// Host `i`'s namespace (i is 0 or 1).
@@ -245,39 +163,6 @@ impl Pair {
 
     pub fn ip(i: usize) -> Ipv4Addr {
         Ipv4Addr::new(10, 78, 0, 1 + i as u8)
-    }
-
-    fn build(&self) -> io::Result<()> {
-        let tmp = format!("{}v", self.prefix);
-        run("ip", &["netns", "add", &self.host(0)])?;
-        run("ip", &["netns", "add", &self.host(1)])?;
-        run(
-            "ip",
-            &[
-                "link",
-                "add",
-                &tmp,
-                "netns",
-                &self.host(0),
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                &self.host(1),
-            ],
-        )?;
-        in_ns(&self.host(0), "ip", &["link", "set", &tmp, "name", "eth0"])?;
-        for i in 0..2 {
-            let host = self.host(i);
-            let address = format!("{}/24", Pair::ip(i));
-            in_ns(&host, "ip", &["addr", "add", &address, "dev", "eth0"])?;
-            in_ns(&host, "ethtool", &["-K", "eth0", "tx", "off"])?;
-            in_ns(&host, "ip", &["link", "set", "eth0", "up"])?;
-            in_ns(&host, "ip", &["link", "set", "lo", "up"])?;
-        }
-        Ok(())
     }
 
     /// Host `i`'s MAC on the veth.
@@ -297,120 +182,13 @@ impl Pair {
     /// sees its drops in both directions: a kernel-bypass reader on the other host
     /// takes frames before the ingress hook.
     pub fn lossy(&self, i: usize, percent: f64) -> io::Result<()> {
-        let per_10k = (percent * 100.0).round().to_string();
-        let host = self.host(i);
-        in_ns(&host, "nft", &["add", "table", "netdev", "lossy"])?;
-        for hook in ["ingress", "egress"] {
-            let chain =
-                format!("{{ type filter hook {hook} device eth0 priority 0; policy accept; }}");
-            in_ns(
-                &host,
-                "nft",
-                &["add", "chain", "netdev", "lossy", hook, &chain],
-            )?;
-            in_ns(
-                &host,
-                "nft",
-                &[
-                    "add", "rule", "netdev", "lossy", hook, "ip", "protocol", "udp", "numgen",
-                    "random", "mod", "10000", "<", &per_10k, "counter", "drop",
-                ],
-            )?;
-        }
-        Ok(())
+        Namespace::named(self.host(i))
+            .device_loss("eth0", percent)
+            .map_err(io::Error::other)
     }
 
     /// A command that runs `program` in host `i`'s namespace.
     pub fn command(&self, i: usize, program: &str) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", &self.host(i), program]);
-        command
+        Namespace::named(self.host(i)).command(program)
     }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for i in 0..2 {
-            let _ = run("ip", &["netns", "del", &self.host(i)]);
-        }
-    }
-}
-
-/// Moves the calling thread (only) into the named network namespace `ns`.
-pub fn enter(ns: &str) -> io::Result<()> {
-    let netns = std::fs::File::open(std::path::Path::new("/run/netns").join(ns))?;
-    // SAFETY: setns on this thread only, with a namespace file we hold open.
-    if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Captures the frames seen on interface `iface` of namespace `ns` (both directions)
-/// for `duration`, on a thread of its own.
-pub fn capture(
-    ns: &str,
-    iface: &str,
-    duration: Duration,
-) -> std::thread::JoinHandle<io::Result<Vec<Vec<u8>>>> {
-    let ns = ns.to_string();
-    let iface = iface.to_string();
-    std::thread::spawn(move || {
-        enter(&ns)?;
-        let protocol = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: creating a raw packet socket; checked below.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(protocol)) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
-        let name = std::ffi::CString::new(iface.as_str()).map_err(io::Error::other)?;
-        // SAFETY: sockaddr_ll is plain data; the index comes from the kernel.
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = protocol;
-        // SAFETY: a NUL-terminated name.
-        addr.sll_ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
-        if addr.sll_ifindex == 0 {
-            return Err(io::Error::other(format!("no interface {iface} in {ns}")));
-        }
-        // SAFETY: binding our socket to a valid sockaddr_ll.
-        let rc = unsafe {
-            libc::bind(
-                socket.as_raw_fd(),
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let timeout = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 100_000,
-        };
-        // SAFETY: setting a receive timeout from a timeval.
-        unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as u32,
-            )
-        };
-        let mut frames = Vec::new();
-        let mut buf = vec![0u8; 65_536];
-        let end = std::time::Instant::now() + duration;
-        while std::time::Instant::now() < end {
-            // SAFETY: receiving into a buffer of the size given.
-            let n =
-                unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n > 0 {
-                frames.push(buf[..n as usize].to_vec());
-            }
-        }
-        Ok(frames)
-    })
 }

@@ -1,0 +1,85 @@
+//! Looking at a namespace from inside: moving a thread into it, and capturing the
+//! frames an interface there sees.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+/// Moves the calling thread (only) into the named network namespace `ns`.
+pub fn enter(ns: &str) -> io::Result<()> {
+    let netns = std::fs::File::open(std::path::Path::new("/run/netns").join(ns))?;
+    // SAFETY: setns on this thread only, with a namespace file we hold open.
+    if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Captures the frames seen on interface `iface` of namespace `ns` (both directions)
+/// for `duration`, on a thread of its own.
+pub fn capture(
+    ns: &str,
+    iface: &str,
+    duration: Duration,
+) -> std::thread::JoinHandle<io::Result<Vec<Vec<u8>>>> {
+    let ns = ns.to_string();
+    let iface = iface.to_string();
+    std::thread::spawn(move || {
+        enter(&ns)?;
+        let protocol = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: creating a raw packet socket; checked below.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(protocol)) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+        let name = std::ffi::CString::new(iface.as_str()).map_err(io::Error::other)?;
+        // SAFETY: sockaddr_ll is plain data; the index comes from the kernel.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = protocol;
+        // SAFETY: a NUL-terminated name.
+        addr.sll_ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
+        if addr.sll_ifindex == 0 {
+            return Err(io::Error::other(format!("no interface {iface} in {ns}")));
+        }
+        // SAFETY: binding our socket to a valid sockaddr_ll.
+        let rc = unsafe {
+            libc::bind(
+                socket.as_raw_fd(),
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let timeout = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        // SAFETY: setting a receive timeout from a timeval.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&timeout as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        let mut frames = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        let end = std::time::Instant::now() + duration;
+        while std::time::Instant::now() < end {
+            // SAFETY: receiving into a buffer of the size given.
+            let n =
+                unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n > 0 {
+                frames.push(buf[..n as usize].to_vec());
+            }
+        }
+        Ok(frames)
+    })
+}

@@ -31,7 +31,7 @@ mod model;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use mltctl::lab::qos::{PortQos, SwitchQos};
+use mltctl_lab::qos::{PortQos, SwitchQos};
 use serde_json::Value;
 
 use model::{Losses, Traffic};

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use endhost_core::frame::Ipv4Packet;
-use mltctl::lab::qos::PortQos;
-use mltctl::lab::queueing::{Port, Verdict};
+use mltctl_lab::qos::PortQos;
+use mltctl_lab::queueing::{Port, Verdict};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;

@@ -230,7 +230,9 @@ pub fn cable(a: End<'_>, b: End<'_>, mtu: u32) -> Result<(), NetnsError> {
     if let Some(ns) = a.0 {
         args.extend(["-n", ns.name()]);
     }
-    args.extend(["link", "add", a.1, "mtu", &mtu, "type", "veth", "peer", "name", b.1]);
+    args.extend([
+        "link", "add", a.1, "mtu", &mtu, "type", "veth", "peer", "name", b.1,
+    ]);
     if let Some(ns) = b.0 {
         args.extend(["netns", ns.name()]);
     }

@@ -36,7 +36,15 @@ pub fn keygen(path: &Path) -> Result<(), NetnsError> {
     let _ = std::fs::remove_file(path);
     run(
         "ssh-keygen",
-        &["-q", "-t", "ed25519", "-N", "", "-f", &path.to_string_lossy()],
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &path.to_string_lossy(),
+        ],
     )
     .map(drop)
 }
@@ -65,8 +73,12 @@ impl Sshd<'_> {
             extra = self.extra,
         );
         let config_path = self.file("sshd_config");
-        mlt_common::files::write(&config_path, config.as_bytes(), mlt_common::files::Access::Private)
-            .map_err(|e| NetnsError::Other(e.to_string()))?;
+        mlt_common::files::write(
+            &config_path,
+            config.as_bytes(),
+            mlt_common::files::Access::Private,
+        )
+        .map_err(|e| NetnsError::Other(e.to_string()))?;
         let config_arg = config_path.to_string_lossy().into_owned();
         let log = self.file("sshd.log").to_string_lossy().into_owned();
         let child = if foreground {
@@ -82,7 +94,8 @@ impl Sshd<'_> {
                 })?;
             Some(child)
         } else {
-            self.namespace.exec(SSHD, &["-f", &config_arg, "-E", &log])?;
+            self.namespace
+                .exec(SSHD, &["-f", &config_arg, "-E", &log])?;
             None
         };
         let public = std::fs::read_to_string(host_key.with_extension("pub"))
@@ -117,11 +130,11 @@ pub fn wait_for(
     };
     let answered = match from {
         // A thread of its own enters the namespace; this one stays where it is.
-        Some(ns) => std::thread::spawn(move || {
-            crate::capture::enter(ns.name()).is_ok() && connects()
-        })
-        .join()
-        .unwrap_or(false),
+        Some(ns) => {
+            std::thread::spawn(move || crate::capture::enter(ns.name()).is_ok() && connects())
+                .join()
+                .unwrap_or(false)
+        }
         None => connects(),
     };
     if answered {

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use mlt_common::files::Access;
 use mlt_common::units::{self, Rate, Size};
-use mltctl::lab::fabric::{self, Spec};
+use mltctl::lab::LabShape;
+use mltctl_lab::fabric::{self, Spec};
 
 use super::{Failure, print, print_json};
 
@@ -156,11 +157,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
             Ok(())
         }
         LabCommand::Forward(args) => {
-            mltctl::lab::forwarder::run(&args.dir.dir).context("lab forward")?;
+            mltctl_lab::forwarder::run(&args.dir.dir).context("lab forward")?;
             Ok(())
         }
         LabCommand::Emulate(args) => {
-            let status = mltctl::lab::emulator::run(&args.command);
+            let status = mltctl_lab::emulator::run(&args.command);
             std::process::exit(status)
         }
     }
@@ -187,21 +188,30 @@ fn lab_buffer(text: &str) -> Result<Size, String> {
 fn up(args: UpArgs) -> Result<(), Failure> {
     let dir = std::path::absolute(&args.dir.dir).context("cannot resolve --dir")?;
     let spec = Spec {
-        name: args.name,
+        name: args.name.clone(),
         dir: dir.clone(),
-        spines: args.spines,
-        leaves: args.leaves,
-        hosts_per_leaf: args.hosts_per_leaf,
-        vendors: args.vendors,
         rate_mbps: args.rate.mbps(),
         buffer_bytes: args.buffer.map(Size::bytes),
         mltctl: std::env::current_exe().context("cannot find mltctl's own path")?,
     };
-    let layout =
-        fabric::up(&spec, &mut |line| eprintln!("mltctl lab: {line}")).map_err(|e| match e {
-            fabric::LabError::Refused(why) => Failure::Usage(why),
-            other => Failure::Error(other.into()),
-        })?;
+    let shape = LabShape {
+        spines: args.spines,
+        leaves: args.leaves,
+        hosts_per_leaf: args.hosts_per_leaf,
+        vendors: args.vendors,
+        rate_mbps: spec.rate_mbps,
+        buffer_bytes: spec.buffer_bytes,
+    };
+    let topology = |dir: &std::path::Path| {
+        mltctl::lab::inventory(&args.name, dir, &fabric::key_file(dir), &shape)
+    };
+    let layout = fabric::up(&spec, &topology, &mut |line| {
+        eprintln!("mltctl lab: {line}")
+    })
+    .map_err(|e| match e {
+        fabric::LabError::Refused(why) => Failure::Usage(why),
+        other => Failure::Error(other.into()),
+    })?;
     let vendors: Vec<String> = layout
         .switches
         .iter()
@@ -240,7 +250,7 @@ fn status(args: StatusArgs) -> Result<(), Failure> {
                 .qos
                 .as_ref()
                 .map(|q| {
-                    let ports: Vec<&mltctl::lab::qos::PortQos> =
+                    let ports: Vec<&mltctl_lab::qos::PortQos> =
                         q.ports.values().chain(q.default.as_ref()).collect();
                     let curves = ports
                         .iter()

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use mltctl::lab::emulator::Device;
+use mltctl_lab::emulator::Device;
 
 const SSHD: &str = "/usr/sbin/sshd";
 

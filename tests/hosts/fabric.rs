@@ -2,25 +2,23 @@
 //! (on a management bridge) and a data NIC cabled to its rack's leaf; leaves and spines
 //! namespaces that forward with the plan's static routes, set up here from `mltctl plan
 //! --json`. mltctl itself runs in the management namespace. Dropping the fabric stops
-//! every sshd and deletes every namespace and the scratch directory.
+//! every sshd and deletes every namespace and the scratch directory. Built with
+//! `mlt_netns`, the builder the lab and the benches use.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Output};
+use std::time::Duration;
 
-const SSHD: &str = "/usr/sbin/sshd";
+use mlt_netns::sshd::{SSHD, Sshd, keygen, wait_for};
+use mlt_netns::{Namespace, Namespaces, Role, cable};
 
 /// Why the fabric cannot be built here, if it cannot.
 pub fn unavailable() -> Option<String> {
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root (network namespaces)".into());
+    if let Some(why) = mlt_netns::unavailable() {
+        return Some(why);
     }
     if !Path::new(SSHD).exists() {
         return Some(format!("{SSHD} is missing (Debian package openssh-server)"));
-    }
-    let probe = Command::new("ip").args(["-V"]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        return Some("iproute2's ip is missing".into());
     }
     None
 }
@@ -147,7 +145,7 @@ pub struct Fabric {
     pub known_hosts: PathBuf,
     pub remote_dir: PathBuf,
     sshd: Vec<Option<Child>>,
-    namespaces: Vec<String>,
+    namespaces: Namespaces,
 }
 
 impl Fabric {
@@ -174,7 +172,6 @@ impl Fabric {
         let dir = mlt_common::files::scratch_dir(&format!("mltctl-hosts-{test}-"))
             .unwrap()
             .keep();
-        std::fs::create_dir_all("/run/sshd").unwrap();
         let mut fabric = Fabric {
             inventory: dir.join("inventory.yaml"),
             known_hosts: dir.join("known_hosts"),
@@ -182,14 +179,14 @@ impl Fabric {
             prefix,
             dir,
             sshd: Vec::new(),
-            namespaces: Vec::new(),
+            namespaces: Namespaces::new(),
         };
         std::fs::copy(
             concat!(env!("CARGO_MANIFEST_DIR"), "/inventory/vgg16.layers"),
             fabric.dir.join("vgg16.layers"),
         )
         .unwrap();
-        keygen(&fabric.dir.join("id_ed25519"));
+        keygen(&fabric.dir.join("id_ed25519")).unwrap();
         std::fs::copy(
             fabric.dir.join("id_ed25519.pub"),
             fabric.dir.join("authorized_keys"),
@@ -201,44 +198,32 @@ impl Fabric {
         fabric
     }
 
-    fn add_ns(&mut self, name: String) {
-        run("ip", &["netns", "add", &name]);
-        self.namespaces.push(name.clone());
-        self.sh(&name, "ip link set lo up; sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0");
+    fn add_ns(&mut self, name: String, role: Role) -> Namespace {
+        self.namespaces.add(&name, role).unwrap()
     }
 
     /// A veth pair `a` in `ns_a` and `b` in `ns_b`, both up, MTU 9000.
     fn cable(&self, ns_a: &str, a: &str, ns_b: &str, b: &str) {
-        run(
-            "ip",
-            &[
-                "-n", ns_a, "link", "add", a, "mtu", "9000", "type", "veth", "peer", "name", b,
-                "netns", ns_b, "mtu", "9000",
-            ],
-        );
-        self.sh(ns_a, &format!("ip link set {a} up"));
-        self.sh(ns_b, &format!("ip link set {b} up"));
+        let (ns_a, ns_b) = (Namespace::named(ns_a), Namespace::named(ns_b));
+        cable((Some(&ns_a), a), (Some(&ns_b), b), 9000).unwrap();
     }
 
     fn build(&mut self) {
         let mgmt = self.mgmt_ns();
-        self.add_ns(mgmt.clone());
-        self.sh(&mgmt, "ip link add br0 type bridge && ip link set br0 up && ip addr add 192.168.77.1/24 dev br0");
+        let mgmt_ns = self.add_ns(mgmt.clone(), Role::Host);
+        mgmt_ns.bridge("br0", 1500, None).unwrap();
+        mgmt_ns.address("br0", "192.168.77.1/24").unwrap();
         for s in 0..2 {
             let ns = self.spine_ns(s);
-            self.add_ns(ns.clone());
-            self.sh(&ns, "sysctl -qw net.ipv4.ip_forward=1");
+            self.add_ns(ns, Role::Router);
         }
         for r in 0..2 {
             let ns = self.leaf_ns(r);
-            self.add_ns(ns.clone());
-            self.sh(
-                &ns,
-                &format!(
-                    "sysctl -qw net.ipv4.ip_forward=1 && ip link add br0 mtu 9000 address 02:00:0a:01:0{n}:01 type bridge && ip link set br0 up && ip addr add 10.1.{n}.1/24 dev br0",
-                    n = r + 1
-                ),
-            );
+            let leaf = self.add_ns(ns.clone(), Role::Router);
+            let n = r + 1;
+            leaf.bridge("br0", 9000, Some(&format!("02:00:0a:01:0{n}:01")))
+                .unwrap();
+            leaf.address("br0", &format!("10.1.{n}.1/24")).unwrap();
             for s in 0..2 {
                 let spine = self.spine_ns(s);
                 self.cable(&ns, &format!("s{}", s + 1), &spine, &format!("l{}", r + 1));
@@ -258,7 +243,7 @@ impl Fabric {
         }
         for (i, host) in HOSTS.iter().enumerate() {
             let ns = self.host_ns(i);
-            self.add_ns(ns.clone());
+            self.add_ns(ns.clone(), Role::Host);
             self.cable(&mgmt, &format!("m{}", i + 1), &ns, "mg0");
             self.sh(&mgmt, &format!("ip link set m{} master br0", i + 1));
             self.sh(&ns, &format!("ip addr add {}/24 dev mg0", mgmt_ip(i)));
@@ -325,51 +310,22 @@ impl Fabric {
     fn start_sshd(&mut self, i: usize) -> String {
         let host_dir = self.dir.join(HOSTS[i].name);
         std::fs::create_dir_all(&host_dir).unwrap();
-        let host_key = host_dir.join("ssh_host_ed25519_key");
-        keygen(&host_key);
-        let config = format!(
-            "Port 22\nListenAddress {ip}\nHostKey {key}\nPidFile {pid}\nAuthorizedKeysFile {keys}\n\
-             StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-             PermitRootLogin prohibit-password\nMaxStartups 100\nMaxSessions 100\nLogLevel ERROR\n\
-             Subsystem sftp internal-sftp\n",
-            ip = mgmt_ip(i),
-            key = host_key.display(),
-            pid = host_dir.join("sshd.pid").display(),
-            keys = self.dir.join("authorized_keys").display(),
-        );
-        let config_path = host_dir.join("sshd_config");
-        std::fs::write(&config_path, config).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.host_ns(i), SSHD, "-D", "-f"])
-            .arg(&config_path)
-            .arg("-E")
-            .arg(host_dir.join("sshd.log"))
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("sshd starts");
-        self.sshd.push(Some(child));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mgmt = self.mgmt_ns();
-        loop {
-            // Connect from the management namespace, as mltctl will.
-            let ok = Command::new("ip")
-                .args(["netns", "exec", &mgmt, "bash", "-c"])
-                .arg(format!("exec 3<>/dev/tcp/{}/22", mgmt_ip(i)))
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if ok {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "sshd of {} did not start",
-                HOSTS[i].name
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        let address = mgmt_ip(i).parse().unwrap();
+        let started = Sshd {
+            namespace: &Namespace::named(self.host_ns(i)),
+            address,
+            dir: &host_dir,
+            authorized_keys: &self.dir.join("authorized_keys"),
+            extra: String::new(),
         }
-        let public = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
-        let key: Vec<&str> = public.split_whitespace().take(2).collect();
-        format!("{} {}\n", mgmt_ip(i), key.join(" "))
+        .start(true)
+        .expect("sshd starts");
+        self.sshd.push(started.child);
+        // From the management namespace, as mltctl will connect.
+        let mgmt = Namespace::named(self.mgmt_ns());
+        wait_for(Some(&mgmt), address, 22, Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("sshd of {}: {e}", HOSTS[i].name));
+        started.known_hosts
     }
 
     /// Stops host i's sshd: the host becomes unreachable.
@@ -447,37 +403,9 @@ impl Drop for Fabric {
                 let _ = Command::new("kill").args(["-9", pid.trim()]).status();
             }
         }
-        for ns in self.namespaces.iter().rev() {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
+        // The namespaces go when `namespaces` is dropped, after this.
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn run(program: &str, args: &[&str]) {
-    let out = Command::new(program).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {}\n{}",
-        args.join(" "),
-        text(&out)
-    );
-}
-
-fn keygen(path: &Path) {
-    let _ = std::fs::remove_file(path);
-    run(
-        "ssh-keygen",
-        &[
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-f",
-            &path.display().to_string(),
-        ],
-    );
 }
 
 pub fn text(out: &Output) -> String {

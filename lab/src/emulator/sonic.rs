@@ -228,8 +228,8 @@ fn valid_tables(db: &Value) -> Result<(), String> {
 /// other than `ecn_none`: the curve marks ECN-capable packets and drops the others;
 /// `ecn_none`: it drops) and BUFFER_QUEUE profile (`static_th`: the queue's limit).
 /// Keys may list ports (`Ethernet0,Ethernet4`) and queues (`1-3,5`), as SONiC allows.
-pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
-    use crate::lab::qos::{Curve, PortQos, SwitchQos};
+pub fn qos(device: &Device) -> crate::qos::SwitchQos {
+    use crate::qos::{Curve, PortQos, SwitchQos};
     let db: Value = serde_json::from_str(&running(device)).unwrap_or_default();
     let table = |name: &str| {
         db.get(name)
@@ -263,7 +263,7 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
     }
     let mut each_queue =
         |table_name: &str,
-         apply: &mut dyn FnMut(&mut crate::lab::qos::QueueQos, &Map<String, Value>)| {
+         apply: &mut dyn FnMut(&mut crate::qos::QueueQos, &Map<String, Value>)| {
             for (key, fields) in table(table_name) {
                 let (Some((ports, queues)), Some(fields)) =
                     (key.split_once('|'), fields.as_object())

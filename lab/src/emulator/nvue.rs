@@ -390,8 +390,8 @@ fn check(leaf: &[String]) -> Result<(), String> {
 /// egress queue), `egress-scheduler` (`mode strict`) and `congestion-control` per
 /// traffic class: with `ecn enable` the curve marks ECN-capable packets, and with
 /// `red enable` it drops the others (all packets, without ECN).
-pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
-    use crate::lab::qos::{Curve, PortQos, QueueQos, SwitchQos};
+pub fn qos(device: &Device) -> crate::qos::SwitchQos {
+    use crate::qos::{Curve, PortQos, QueueQos, SwitchQos};
     let mut priority: [u8; 64] = std::array::from_fn(|d| d as u8 / 8);
     let mut class_of_priority: [u8; 8] = std::array::from_fn(|p| p as u8);
     let mut queues: BTreeMap<u8, QueueQos> = BTreeMap::new();

@@ -208,13 +208,13 @@ impl Device {
     }
 
     /// The queueing the switch runs, as its data plane enforces it.
-    pub fn qos(&self) -> crate::lab::qos::SwitchQos {
+    pub fn qos(&self) -> crate::qos::SwitchQos {
         match self.vendor.as_str() {
             "eos" => eos::qos(self),
             "sonic" => sonic::qos(self),
             "cumulus" => nvue::qos(self),
             "onyx" => onyx::qos(self),
-            _ => crate::lab::qos::SwitchQos::default(),
+            _ => crate::qos::SwitchQos::default(),
         }
     }
 
@@ -269,7 +269,7 @@ impl Device {
     }
 
     /// Gives the switch a data plane: from its next command on, the network namespace
-    /// its commands run in forwards by the routes it runs (see [`crate::lab::dataplane`]).
+    /// its commands run in forwards by the routes it runs (see [`crate::dataplane`]).
     pub fn enable_dataplane(&self) {
         self.write(DATAPLANE, "");
     }
@@ -289,8 +289,8 @@ impl Device {
             );
             return;
         }
-        let routes = crate::lab::dataplane::running_routes(&self.vendor, &self.running());
-        match crate::lab::dataplane::install(&routes) {
+        let routes = crate::dataplane::running_routes(&self.vendor, &self.running());
+        match crate::dataplane::install(&routes) {
             Ok(()) => {
                 self.remove("dataplane.log");
             }

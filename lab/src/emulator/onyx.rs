@@ -371,8 +371,8 @@ fn route(words: &[&str]) -> Option<(String, Ipv4Net, String)> {
 /// the same number), the traffic class being the egress queue; `dcb ets strict`; and
 /// `congestion-control` in KiB: `ecn` marks ECN-capable packets, `red` drops every
 /// packet, `both` marks the ECN-capable and drops the others.
-pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
-    use crate::lab::qos::{Curve, PortQos, SwitchQos};
+pub fn qos(device: &Device) -> crate::qos::SwitchQos {
+    use crate::qos::{Curve, PortQos, SwitchQos};
     let config = Config::parse(&running(device));
     // Per port: trust, DSCP → priority, priority → class, and the queues.
     let mut trust: BTreeMap<Port, bool> = BTreeMap::new();
@@ -433,8 +433,8 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
                 ],
             ) => {
                 let (Some(min_bytes), Some(max_bytes)) = (
-                    crate::lab::qos::bytes(min, Some("kbytes")),
-                    crate::lab::qos::bytes(max, Some("kbytes")),
+                    crate::qos::bytes(min, Some("kbytes")),
+                    crate::qos::bytes(max, Some("kbytes")),
                 ) else {
                     continue;
                 };

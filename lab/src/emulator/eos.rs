@@ -699,8 +699,8 @@ fn check_curve(words: &[&str], kind: &str, probability_word: &str) -> Result<(),
 /// the tx-queues of each interface's service profile with its own overrides.
 /// `priority strict` is a tx-queue's default; a curve in segments or milliseconds is
 /// not enforced (the lab has no segment size or drain rate to convert it with).
-pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
-    use crate::lab::qos::{PortQos, SwitchQos};
+pub fn qos(device: &Device) -> crate::qos::SwitchQos {
+    use crate::qos::{PortQos, SwitchQos};
     let config = Config::parse(&running(device));
     let map: [u8; 64] = std::array::from_fn(|d| config.class_queue[config.dscp[d] as usize & 7]);
     let profiles: BTreeMap<&str, &Vec<Node>> = config
@@ -725,7 +725,7 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
         for q in 0..8 {
             queues.insert(
                 q,
-                crate::lab::qos::QueueQos {
+                crate::qos::QueueQos {
                     strict: true,
                     ..Default::default()
                 },
@@ -767,8 +767,8 @@ pub fn qos(device: &Device) -> crate::lab::qos::SwitchQos {
 }
 
 /// `minimum-threshold N UNIT maximum-threshold N UNIT PROBABILITY_WORD P`.
-fn eos_curve(words: &[&str], probability_word: &str) -> Option<crate::lab::qos::Curve> {
-    let mut curve = crate::lab::qos::Curve {
+fn eos_curve(words: &[&str], probability_word: &str) -> Option<crate::qos::Curve> {
+    let mut curve = crate::qos::Curve {
         min_bytes: 0,
         max_bytes: 0,
         max_percent: 100,
@@ -777,11 +777,11 @@ fn eos_curve(words: &[&str], probability_word: &str) -> Option<crate::lab::qos::
     while let Some((word, tail)) = rest.split_first() {
         rest = match (*word, tail) {
             ("minimum-threshold", [n, unit, tail @ ..]) => {
-                curve.min_bytes = crate::lab::qos::bytes(n, Some(unit))?;
+                curve.min_bytes = crate::qos::bytes(n, Some(unit))?;
                 tail
             }
             ("maximum-threshold", [n, unit, tail @ ..]) => {
-                curve.max_bytes = crate::lab::qos::bytes(n, Some(unit))?;
+                curve.max_bytes = crate::qos::bytes(n, Some(unit))?;
                 tail
             }
             (w, [p, tail @ ..]) if w == probability_word => {

@@ -1,7 +1,7 @@
 //! The lab: a fabric on one machine to rehearse on. Its switches are emulations (a
 //! vendor's CLI behind a real OpenSSH server, see [`emulator`]), not switches; every
-//! mltctl command works on the lab as on a real fabric, and nothing outside this module
-//! knows it is a lab.
+//! mltctl command works on the lab as on a real fabric, and nothing outside this crate
+//! (and `mltctl lab`, which drives it) knows it is a lab.
 
 pub mod dataplane;
 pub mod emulator;

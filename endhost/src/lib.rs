@@ -3,7 +3,8 @@
 //! control channel ([`mesh`]), the async API ([`transport`]) and its C ABI ([`capi`]),
 //! the launched transport ([`daemon`]), the host agent's netlink and sysfs work
 //! ([`agent`]), the Selective Reduce controller service and workers ([`sync`]), and
-//! the tooling that builds namespace testbeds and benchmarks ([`testbed`]).
+//! (feature `testbed`, on by default) the tooling that builds namespace testbeds and
+//! benchmarks (`testbed`), which nothing else here uses.
 
 pub mod agent;
 pub mod capi;
@@ -15,6 +16,7 @@ pub mod lines;
 pub mod mesh;
 mod sockopt;
 pub mod sync;
+#[cfg(feature = "testbed")]
 pub mod testbed;
 pub mod transport;
 

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::run(args),
         Command::Controller(args) => cli::controller::run(args),
         Command::Worker(args) => cli::worker::run(args),
+        #[cfg(feature = "testbed")]
         Command::Bench(command) => cli::bench::run(command),
     };
     match result {

@@ -1,6 +1,7 @@
 //! endhost's commands, one file each: its arguments, its run, its output.
 
 pub mod allreduce;
+#[cfg(feature = "testbed")]
 pub mod bench;
 pub mod configure;
 pub mod controller;
@@ -46,6 +47,7 @@ pub enum Command {
     Run(run::Args),
     Controller(controller::Args),
     Worker(worker::Args),
+    #[cfg(feature = "testbed")]
     #[command(subcommand, after_help = EXIT_CODES)]
     Bench(bench::Command),
 }

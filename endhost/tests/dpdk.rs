@@ -5,6 +5,8 @@
 //! from nftables, frames captured on the veth, and the EAL's errors. Needs root,
 //! iproute2, nft and ethtool; otherwise every test is reported as skipped (ignored).
 
+#[path = "../../tests/common/harness.rs"]
+mod harness;
 #[path = "common/run.rs"]
 mod run;
 #[path = "common/tagging.rs"]
@@ -17,7 +19,7 @@ use std::time::Duration;
 use endhost::testbed::bench::datapath::pair_configs;
 use endhost::testbed::netns::{Pair, capture};
 use endhost_core::config::{DpdkOptions, TransportConfig};
-use libtest_mimic::{Arguments, Trial};
+use harness::Suite;
 use run::{lines, text};
 use tagging::Tagging;
 
@@ -31,10 +33,7 @@ fn main() {
             .is_err()
             .then(|| "`ethtool` is not installed".to_string())
     });
-    if let Some(why) = &missing {
-        eprintln!("DPDK tests skipped: {why}");
-    }
-    let tests: Vec<(&str, fn())> = vec![
+    let tests: &[(&str, fn())] = &[
         (
             "a_dpdk_host_and_a_kernel_host_are_exact_in_every_collective_in_both_roles",
             dpdk_with_kernel,
@@ -55,32 +54,19 @@ fn main() {
         ),
         ("eal_failures_are_reported_clearly", eal_failures),
     ];
-    let mut trials: Vec<Trial> = tests
-        .into_iter()
-        .map(|(name, test)| {
-            Trial::test(name, move || {
-                test();
-                Ok(())
-            })
-            .with_ignored_flag(missing.is_some())
-        })
-        .collect();
     // Needs a machine without free hugepages; skipped (ignored) on one that has some.
     let free = free_hugepages();
-    if free > 0 {
-        eprintln!("hugepage test skipped: this machine has {free} free hugepages");
-    }
-    trials.push(
-        Trial::test(
+    let hugepages = missing
+        .clone()
+        .or_else(|| (free > 0).then(|| format!("this machine has {free} free hugepages")));
+    Suite::new("DPDK")
+        .tests(tests, missing.as_deref())
+        .test(
             "without_hugepages_the_eal_is_refused_unless_no_huge",
-            || {
-                without_hugepages();
-                Ok(())
-            },
+            without_hugepages,
+            hugepages.as_deref(),
         )
-        .with_ignored_flag(missing.is_some() || free > 0),
-    );
-    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+        .run()
 }
 
 /// Two hosts on a veth pair, their configuration files, and the EAL's runtime

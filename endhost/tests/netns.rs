@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
+#[path = "../../tests/common/harness.rs"]
+mod harness;
 #[path = "common/run.rs"]
 mod run;
 #[path = "common/tagging.rs"]
@@ -17,16 +19,13 @@ mod tagging;
 use endhost::testbed::bench::{BenchSpec, host_config};
 use endhost::testbed::netns::{Fabric, FabricSpec, capture};
 use endhost_core::config::{Collective, RateControl, TransportConfig};
-use libtest_mimic::{Arguments, Trial};
+use harness::Suite;
 use run::{lines, text};
 use tagging::Tagging;
 
 fn main() {
     let missing = endhost::testbed::netns::unavailable();
-    if let Some(why) = &missing {
-        eprintln!("namespace tests skipped: {why}");
-    }
-    let tests: Vec<(&str, fn())> = vec![
+    let tests: &[(&str, fn())] = &[
         (
             "every_collective_is_exact_across_namespaces",
             every_collective,
@@ -47,17 +46,9 @@ fn main() {
             bench_scratch,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test)| {
-            Trial::test(name, move || {
-                test();
-                Ok(())
-            })
-            .with_ignored_flag(missing.is_some())
-        })
-        .collect();
-    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+    Suite::new("namespace")
+        .tests(tests, missing.as_deref())
+        .run()
 }
 
 /// Hosts of a fabric and their configuration files.

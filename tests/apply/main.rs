@@ -4,6 +4,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod fabric;
+#[path = "../common/harness.rs"]
+mod harness;
 mod workflow;
 
 use std::collections::BTreeMap;
@@ -12,16 +14,13 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use fabric::{Fabric, base_config, empty_config};
-use libtest_mimic::{Arguments, Trial};
+use harness::Suite;
 use mltctl::plan::Plan;
 use serde_json::Value;
 
 fn main() {
     let missing = fabric::sshd_missing();
-    if let Some(why) = &missing {
-        eprintln!("apply tests skipped: {why}");
-    }
-    let tests: Vec<(&str, fn())> = vec![
+    let tests: &[(&str, fn())] = &[
         (
             "a_full_apply_changes_every_switch_and_a_second_sends_nothing",
             full_apply,
@@ -98,17 +97,7 @@ fn main() {
             workflow::play,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test)| {
-            Trial::test(name, move || {
-                test();
-                Ok(())
-            })
-            .with_ignored_flag(missing.is_some())
-        })
-        .collect();
-    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+    Suite::new("apply").tests(tests, missing.as_deref()).run()
 }
 
 // ------------------------------------------------------------------------- helpers

@@ -5,6 +5,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod fabric;
+#[path = "../common/harness.rs"]
+mod harness;
 
 use std::collections::BTreeSet;
 
@@ -12,16 +14,12 @@ use common::{json_lines, recap};
 use std::path::Path;
 
 use fabric::{Fabric, HOSTS, text};
-use libtest_mimic::{Arguments, Trial};
+use harness::Suite;
 use serde_json::Value;
 
 fn main() {
-    let args = Arguments::from_args();
     let skip = fabric::unavailable();
-    if let Some(why) = &skip {
-        eprintln!("host tests skipped: {why}");
-    }
-    let tests: Vec<(&str, fn())> = vec![
+    let tests: &[(&str, fn())] = &[
         (
             "bootstrap_makes_hosts_match_the_plan_spines_carry_their_paths_and_launch_serves_allreduces",
             end_to_end,
@@ -31,17 +29,7 @@ fn main() {
             errors,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test)| {
-            Trial::test(name, move || {
-                test();
-                Ok(())
-            })
-            .with_ignored_flag(skip.is_some())
-        })
-        .collect();
-    libtest_mimic::run(&args, trials).exit();
+    Suite::new("host").tests(tests, skip.as_deref()).run()
 }
 
 /// What the kernel of host i has on its data NIC: addresses, permanent neighbours and

@@ -8,16 +8,17 @@ use std::process::{Command, Output};
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/harness.rs"]
+mod harness;
 
 use common::json_lines;
-use libtest_mimic::{Arguments, Trial};
+use harness::Suite;
 use serde_json::Value;
 
 const SSHD: &str = "/usr/sbin/sshd";
 const NAME: &str = "mltci";
 
 fn main() {
-    let args = Arguments::from_args();
     let skip = if unsafe { libc::geteuid() } != 0 {
         Some("needs root (network namespaces)".to_string())
     } else if !Path::new(SSHD).exists() {
@@ -25,66 +26,43 @@ fn main() {
     } else {
         None
     };
-    if let Some(why) = &skip {
-        eprintln!("lab tests skipped: {why}");
-    }
     let endhost = Command::new(mltctl().with_file_name("endhost"))
         .arg("--version")
         .output();
     let dpdk = endhost.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("dpdk"));
-    if !dpdk {
-        eprintln!("the DPDK lab test is skipped: endhost was built without DPDK (--features dpdk)");
-    }
+    let no_dpdk = (!dpdk).then(|| "endhost was built without DPDK (--features dpdk)".to_string());
     let torch = missing_torch();
-    if let Some(why) = &torch {
-        eprintln!("the lab's training test is skipped: {why}");
-    }
-    let trials = vec![
-        Trial::test(
+    let or = |more: &Option<String>| skip.clone().or_else(|| more.clone());
+    let (dpdk_skip, torch_skip) = (or(&no_dpdk), or(&torch));
+    Suite::new("lab")
+        .test(
             "a_lab_comes_up_runs_the_playbook_and_an_allreduce_and_goes_down_without_a_trace",
-            || {
-                lab_end_to_end();
-                Ok(())
-            },
+            lab_end_to_end,
+            skip.as_deref(),
         )
-        .with_ignored_flag(skip.is_some()),
-        Trial::test(
+        .test(
             "the_dpdk_datapath_launched_on_lab_hosts_allreduces_through_the_switches",
-            || {
-                lab_dpdk();
-                Ok(())
-            },
+            lab_dpdk,
+            dpdk_skip.as_deref(),
         )
-        .with_ignored_flag(skip.is_some() || !dpdk),
-        Trial::test(
+        .test(
             "a_4_host_ddp_job_trains_under_torchrun_through_the_launched_transport",
-            || {
-                lab_training();
-                Ok(())
-            },
+            lab_training,
+            torch_skip.as_deref(),
         )
-        .with_ignored_flag(skip.is_some() || torch.is_some()),
-        Trial::test(
+        .test(
             "a_buffer_the_plan_cannot_use_is_refused_before_anything_is_made",
-            || {
-                buffer_too_small_is_refused();
-                Ok(())
-            },
+            buffer_too_small_is_refused,
+            skip.as_deref(),
         )
-        .with_ignored_flag(skip.is_some()),
-        Trial::test(
+        .test(
             "a_directory_another_user_made_or_can_write_is_refused",
-            || {
-                untrusted_directories_are_refused();
-                Ok(())
-            },
+            untrusted_directories_are_refused,
+            skip.as_deref(),
         )
-        .with_ignored_flag(skip.is_some()),
-    ];
-    // One lab at a time: they share the management network.
-    let mut args = args;
-    args.test_threads = Some(1);
-    libtest_mimic::run(&args, trials).exit();
+        // One lab at a time: they share the management network.
+        .one_at_a_time()
+        .run()
 }
 
 /// `--buffer 160KiB` cannot hold the default plan's thresholds: refused with the

@@ -1,5 +1,7 @@
-//! The house, checked: data flows one way, no module cycles, the sans-IO core has no
-//! I/O, and `main.rs` files only parse and dispatch.
+//! The house, checked: the crates depend one way (the vocabulary crate on none of
+//! them), data flows one way, no module cycles, the sans-IO core has no I/O, product
+//! code uses no test tooling, no source file outgrows 800 lines, and `main.rs` files
+//! only parse and dispatch.
 //!
 //! Modules are read from the source text: a file's `crate::a::b` and `super::…` paths
 //! name the modules it uses (test modules left out). Between siblings — two modules
@@ -143,12 +145,152 @@ fn sibling_cycles(src: &Path) -> Vec<String> {
     cycles
 }
 
-const CRATES: [&str; 4] = [
+const CRATES: [&str; 7] = [
     "src",
+    "common/src",
+    "netns/src",
+    "lab/src",
     "switch-config/src",
     "endhost/src",
     "endhost/core/src",
 ];
+
+/// The workspace's crates by manifest, and the workspace crates each depends on (its
+/// path dependencies, optional ones included).
+fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let manifests = [
+        "Cargo.toml",
+        "common/Cargo.toml",
+        "netns/Cargo.toml",
+        "lab/Cargo.toml",
+        "switch-config/Cargo.toml",
+        "endhost/core/Cargo.toml",
+        "endhost/Cargo.toml",
+        "endhost/dpdk-sys/Cargo.toml",
+    ];
+    let mut graph = BTreeMap::new();
+    for manifest in manifests {
+        let text = std::fs::read_to_string(fixture(manifest)).unwrap();
+        let name = text
+            .split("[package]")
+            .nth(1)
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("name = ")))
+            .unwrap()
+            .trim_matches('"')
+            .to_string();
+        let dependencies: BTreeSet<String> = text
+            .split("\n[dependencies]")
+            .nth(1)
+            .unwrap_or_default()
+            .split("\n[")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("path = "))
+            .filter_map(|l| l.split([' ', '=']).next())
+            .map(str::to_string)
+            .collect();
+        graph.insert(name, dependencies);
+    }
+    graph
+}
+
+/// The dependency graph is: vocabulary ← switch-config, endhost-core ← endhost ←
+/// mltctl; the lab crate ← mltctl; the namespace builder serves the lab and endhost's
+/// test tooling. Nothing else, and so no cycle.
+#[test]
+fn the_crates_depend_one_way() {
+    let edges = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    let expected: BTreeMap<String, BTreeSet<String>> = [
+        ("mlt-common", edges(&[])),
+        ("mlt-netns", edges(&["mlt-common"])),
+        ("switch-config", edges(&["mlt-common"])),
+        ("endhost-core", edges(&["mlt-common"])),
+        (
+            "endhost",
+            edges(&["dpdk-sys", "endhost-core", "mlt-common", "mlt-netns"]),
+        ),
+        (
+            "mltctl-lab",
+            edges(&["endhost-core", "mlt-common", "mlt-netns", "switch-config"]),
+        ),
+        (
+            "mltctl",
+            edges(&[
+                "endhost",
+                "endhost-core",
+                "mlt-common",
+                "mltctl-lab",
+                "switch-config",
+            ]),
+        ),
+        ("dpdk-sys", edges(&[])),
+    ]
+    .into_iter()
+    .map(|(name, deps)| (name.to_string(), deps))
+    .collect();
+    assert_eq!(crate_graph(), expected);
+}
+
+/// endhost's namespace builder dependency is its test tooling's alone.
+#[test]
+fn endhost_needs_the_namespace_builder_only_for_its_testbed() {
+    let manifest = std::fs::read_to_string(fixture("endhost/Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("mlt-netns"))
+        .unwrap();
+    assert!(line.contains("optional = true"), "{line}");
+    assert!(manifest.contains("testbed = [\"dep:mlt-netns\"]"));
+}
+
+/// Product code uses no test tooling: outside endhost's `testbed` (and `endhost bench`,
+/// which runs it) nothing names the testbed, and no crate's code uses a test framework.
+#[test]
+fn product_code_uses_no_test_tooling() {
+    for src in CRATES {
+        for (module, text) in modules(&fixture(src)) {
+            let name = format!("{src}/{}", module.join("/"));
+            for tool in ["libtest_mimic", "proptest"] {
+                assert!(!text.contains(tool), "{name} uses {tool}");
+            }
+            let tooling =
+                module.first().is_some_and(|m| m == "testbed") || module == ["cli", "bench"];
+            // Declaring the tooling behind its feature is not using it.
+            let code = text.replace("feature = \"testbed\"", "");
+            if src == "endhost/src" && !tooling && !module.is_empty() {
+                assert!(!code.contains("testbed"), "{name} uses the testbed");
+            }
+        }
+    }
+}
+
+/// A file's code (its test module left out) is at most 800 lines, outside tests and
+/// the emulators (a vendor's whole CLI is long by nature).
+#[test]
+fn no_source_file_outgrows_800_lines() {
+    for src in CRATES {
+        let mut dirs = vec![fixture(src)];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    if !path.ends_with("emulator") {
+                        dirs.push(path);
+                    }
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                let lines = code.lines().count();
+                assert!(lines <= 800, "{}: {lines} lines", path.display());
+            }
+        }
+    }
+}
 
 #[test]
 fn no_module_uses_go_round_in_a_circle() {

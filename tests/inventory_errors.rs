@@ -76,6 +76,9 @@ invalid_inventories! {
     duplicate_mac: "duplicate-mac" => [
         "57:49: MAC address 02:00:00:00:01:0b is already used by host h1 (line 52)",
     ];
+    default_address: "default-address" => [
+        "7:19: `defaults.mgmt.address` would give every device one address; give each switch and host its own",
+    ];
     duplicate_key: "duplicate-key" => [
         "51:5: duplicate key `rack` (first at line 50)",
     ];

@@ -1,10 +1,10 @@
 //! Making files and directories on a machine other users share, so that none of them
-//! can redirect, replace or read what we write (DESIGN: docs/src/design/security.md).
+//! can redirect, replace or read what we write (docs/src/admin/security.md#who-is-trusted-with-what).
 //!
 //! - **Scratch directories** ([`scratch_dir`]): a fresh directory with an unguessable
 //!   name, mode 0700, removed when dropped. Never a fixed name such as
 //!   `/tmp/tool-<pid>`, which another user can make first and fill.
-//! - **Output files** ([`write`]): written to a temporary file made with
+//! - **Output files** ([`write()`]): written to a temporary file made with
 //!   `O_CREAT | O_EXCL` beside the target (it cannot be a link someone planted), then
 //!   renamed over the target, which replaces a directory entry and follows nothing.
 //!   [`Access::Private`] (0600) for anything that can carry secrets, [`Access::Readable`]

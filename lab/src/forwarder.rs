@@ -73,9 +73,9 @@ pub fn run(dir: &Path) -> Result<(), LabError> {
 
 /// Runs the calling thread under SCHED_FIFO: pacing then follows the port's clock even
 /// on a busy machine (without it, a busy sender delayed the forwarder enough to
-/// multiply the losses at a port loaded to 0.9 several times over; README, "The
-/// lab"). The kernel's real-time throttling still leaves others 5% of each
-/// core. Refused (no CAP_SYS_NICE, a cgroup without real-time budget): it says so and
+/// multiply the losses at a port loaded to 0.9 several times over;
+/// docs/src/results/lab.md). The kernel's real-time throttling still leaves others 5%
+/// of each core. Refused (no CAP_SYS_NICE, a cgroup without real-time budget): it says so and
 /// forwards anyway.
 fn real_time_priority(switch: &str) {
     let param = libc::sched_param {

@@ -37,8 +37,10 @@ use serde::Serialize;
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  error: a file could not be read or written
-  2  the command line is wrong
+  1  error: a file could not be read or written, or a switch cannot be configured
+     as planned (the message says which)
+  2  the command line is wrong (a --limit that matches no switch or host, or an
+     unknown host name, among them)
   3  the inventory is invalid; every problem is listed as file:line:col: message
      and nothing was changed
   4  (apply) at least one switch failed: it was rolled back, or reverts by itself;

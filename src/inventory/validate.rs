@@ -65,6 +65,10 @@ pub fn validate(path: &Path, s: Sections, report: &mut Reporter) -> Option<Inven
     let fabric = s.fabric.as_ref().and_then(|f| v.fabric(f));
     let pool_span = s.fabric.as_ref().map(|f| *f.path_pool.span());
     let default_mgmt = s.defaults.mgmt.unwrap_or_default();
+    if let Some(address) = &default_mgmt.address {
+        let msg = "`defaults.mgmt.address` would give every device one address; give each switch and host its own";
+        v.error(address.span(), msg);
+    }
     let racks = v.racks(&s.racks, fabric.as_ref());
     let reserved = Reserved::new(
         racks

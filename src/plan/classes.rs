@@ -1,4 +1,4 @@
-//! Traffic classes, DSCP values and queues (MLT §4.2.2, DESIGN §4.1).
+//! Traffic classes, DSCP values and queues (MLT §4.2.2; docs/src/design/plan.md#classes-dscp-values-and-queues).
 //!
 //! With P queues, the highest (P−1) carries the transport's control traffic and the
 //! lowest (0) everything that is not ML traffic. The P−2 queues between carry

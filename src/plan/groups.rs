@@ -1,5 +1,6 @@
-//! DS-Sync's divide-and-shuffle pattern (Wang et al., shared/seeds/003 §III-B): which
-//! workers average their models together in each iteration, from the racks.
+//! DS-Sync's divide-and-shuffle pattern (Wang et al., DS-Sync §III-B;
+//! docs/src/design/sync.md#ds-sync-groups-from-the-topology): which workers average
+//! their models together in each iteration, from the racks.
 //!
 //! Every iteration, the workers of a rack form an intra-rack group, except one
 //! representative per rack; the representatives form the inter-rack group. The racks'

@@ -1,5 +1,5 @@
 //! Each host's part of the plan: addresses, neighbours, routes and transport settings
-//! (DESIGN §4.4).
+//! (docs/src/design/plan.md#hosts-addresses-mac-maps-transport-configuration).
 //!
 //! A host reaches peers in its rack directly and everything else through its rack's
 //! gateway, so its MAC map is: peer IP → peer MAC inside the rack, any other peer IP or

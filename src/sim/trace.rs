@@ -1,8 +1,9 @@
 //! Per-round computation times for the simulator.
 //!
 //! The Selective Reduce document draws them from two measured traces it reproduces from
-//! Eager-SGD (its Figure 1); those measurements are not public (shared/reference/sync.md
-//! §2.3), so we use two synthetic distributions with the shapes the document describes:
+//! Eager-SGD (its Figure 1); those measurements are not public
+//! (docs/src/design/sources.md), so we use two synthetic distributions with the shapes
+//! the document describes:
 //!
 //! - **CNN-like** (ResNet-50 on shared cloud GPUs: heterogeneity from *dynamic resource
 //!   competition*): most rounds take about the same time, some are slowed by a

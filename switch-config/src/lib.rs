@@ -15,7 +15,8 @@
 //!   interface.
 //!
 //! Everything else is vendor-neutral: the intent ([`intent`]), items and changes
-//! ([`items`]), names ([`names`]), shell words ([`shell`]) and redaction ([`redact`]).
+//! ([`items`]) and vendor port names ([`ports`]); names, shell words and redaction are
+//! the shared vocabulary's (`mlt_common`). Design: `docs/src/design/switches.md`.
 
 pub mod cumulus;
 pub mod eos;

@@ -553,10 +553,11 @@ fn missing_torch() -> Option<String> {
 
 const PYTHON: &str = "/usr/bin/python3";
 
-/// The README's training flow on a lab of 4 hosts: the site playbook (which launches
-/// the transport), then on every host `torchrun train_digits.py` with nothing but the
-/// environment file `launch` wrote. The gradients go through the mlt_transport hook
-/// to the launched transports and across the switches.
+/// The book's training flow (docs/src/training/pytorch.md) on a lab of 4 hosts: the
+/// site playbook (which launches the transport), then on every host `torchrun
+/// train_digits.py` with nothing but the environment file `launch` wrote. The
+/// gradients go through the mlt_transport hook to the launched transports and across
+/// the switches.
 fn lab_training() {
     let lab = Lab::up_with(2);
     let out = lab.mltctl(&["play", "playbooks/site.yml", "--json"]);

@@ -47,7 +47,7 @@ fn foreign_words_in_nvue_commands_are_quoted() {
 
 /// The fuzz targets' seeds (fuzz/seeds/running_VENDOR/), read as CI reads them: real
 /// configurations parse; ranges past their domain are errors that name the limit;
-/// nothing panics. The targets themselves run with `cargo fuzz` (see README).
+/// nothing panics. The targets themselves run with `cargo fuzz` (docs/src/admin/security.md#fuzzing).
 #[test]
 fn the_running_config_fuzz_seeds_parse_or_are_refused() {
     for vendor in ["sonic", "eos", "cumulus", "onyx"] {

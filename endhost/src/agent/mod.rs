@@ -1,4 +1,4 @@
-//! The host agent: makes one host's network match its part of the plan (DESIGN §6).
+//! The host agent: makes one host's network match its part of the plan (docs/src/design/hosts.md).
 //!
 //! nmstate's shape: read what the kernel has, compute the difference with the plan,
 //! apply only that, read back and verify — and on any failure undo what this run did.

@@ -1,6 +1,7 @@
 //! Which workers synchronize with which, at run time: the Selective Reduce controller
-//! (Luo et al., shared/seeds/002: BAG, BPAWR and the main loop of Algorithm 3) and its
-//! two baselines, partial reduce (first p ready workers) and all reduce.
+//! (Luo et al., Selective Reduce: BAG, BPAWR and the main loop of Algorithm 3;
+//! docs/src/design/sync.md) and its two baselines, partial reduce (first p ready
+//! workers) and all reduce.
 //!
 //! The policies are sans-IO state machines driven by time and events ([`policy`]); the
 //! controller service (`endhost::sync::service`) and the simulator in `mltctl sim` drive

@@ -1,5 +1,5 @@
 //! Staleness weights for a weighted allreduce, as partial reduce's reference controller
-//! computes them (shared/reference/sync.md §1.2, `exp_func` with α = 0.9).
+//! computes them (its public demo's `exp_func` with α = 0.9; docs/src/design/sources.md).
 
 /// The decay partial reduce uses.
 pub const ALPHA: f64 = 0.9;

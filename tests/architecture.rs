@@ -244,6 +244,26 @@ fn endhost_needs_the_namespace_builder_only_for_its_testbed() {
     assert!(manifest.contains("testbed = [\"dep:mlt-netns\"]"));
 }
 
+/// mltctl's product takes endhost without its testbed; only its tests and benches ask
+/// for it.
+#[test]
+fn mltctl_links_endhost_without_its_testbed() {
+    let manifest = std::fs::read_to_string(fixture("Cargo.toml")).unwrap();
+    let (product, dev) = manifest
+        .split_once("[dev-dependencies]")
+        .expect("mltctl has dev-dependencies");
+    let line = product
+        .lines()
+        .find(|l| l.starts_with("endhost ="))
+        .expect("mltctl depends on endhost");
+    assert!(line.contains("default-features = false"), "{line}");
+    assert!(!line.contains("testbed"), "{line}");
+    assert!(
+        dev.lines()
+            .any(|l| l.starts_with("endhost =") && l.contains("testbed"))
+    );
+}
+
 /// Product code uses no test tooling: outside endhost's `testbed` (and `endhost bench`,
 /// which runs it) nothing names the testbed, and no crate's code uses a test framework.
 #[test]

@@ -148,11 +148,11 @@ fn plan_host_prints_that_hosts_transport_config() {
 
 #[test]
 fn unreadable_inventory_is_an_error_not_a_validation_failure() {
-    let out = mltctl(&["validate", "-i", "inventory/missing.yaml"]);
+    let out = mltctl(&["validate", "-i", "missing/inventory.yaml"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.starts_with("mltctl: cannot read inventory/missing.yaml: "),
+        err.starts_with("mltctl: cannot read missing/inventory.yaml: "),
         "{err}"
     );
 }

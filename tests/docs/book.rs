@@ -235,11 +235,35 @@ pub fn book() -> Vec<String> {
     pages
 }
 
-/// Every page readers meet: the README, the playbooks' README and the book.
+/// Every README in the tree, relative to the root.
+fn readmes() -> Vec<String> {
+    let skip = ["target", ".git", "docs"];
+    let mut found = Vec::new();
+    let mut dirs = vec![root().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)
+            .expect("a readable directory")
+            .flatten()
+        {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() {
+                if !skip.contains(&name.to_string_lossy().as_ref()) {
+                    dirs.push(path);
+                }
+            } else if name == "README.md" {
+                found.push(relative(&path));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Every page readers meet: the READMEs and the book.
 pub fn pages() -> Vec<Page> {
-    ["README.md", "playbooks/README.md"]
+    readmes()
         .into_iter()
-        .map(String::from)
         .chain(book())
         .map(|p| Page::read(&p))
         .collect()

@@ -11,21 +11,49 @@ use crate::book::{Page, pages};
 use crate::common::{root, text};
 use crate::shell::invocations;
 
+/// A binary of this build. endhost is another package's: it must be built, and no
+/// older than its sources, or its help would be checked as it was.
 fn binary(name: &str) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_BIN_EXE_mltctl")).with_file_name(name);
-    assert!(
-        path.exists(),
-        "{} is not built: build the workspace (cargo build --workspace) before these tests",
-        path.display()
-    );
+    let built = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is not built: build the workspace first", path.display()));
+    if name == "endhost" {
+        let newest = ["endhost/src", "endhost/core/src", "common/src"]
+            .iter()
+            .flat_map(|dir| walk(&root().join(dir)))
+            .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+            .max()
+            .expect("endhost has sources");
+        assert!(
+            built >= newest,
+            "{} is older than its sources: build the workspace first",
+            path.display()
+        );
+    }
     path
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
 
 /// Runs a binary with nothing from this environment that could show in its help
 /// (clap prints `[env: VAR=value]`) and a fixed width, from the repository's root.
 fn run(name: &str, args: &[String]) -> std::process::Output {
+    // No terminal on any stream: clap would wrap help to its width.
     Command::new(binary(name))
         .args(args)
+        .stdin(std::process::Stdio::null())
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("COLUMNS", "100")
@@ -143,8 +171,28 @@ fn every_documented_invocation_parses() {
             }
         }
     }
+    for page in pages() {
+        for (span, offset) in page.code_spans() {
+            // A whole command written inline, not a synopsis with [optional] parts.
+            let inline = (span.starts_with("mltctl ") || span.starts_with("endhost "))
+                && !span.contains(['[', '|', '…']);
+            let Some(invocation) = inline
+                .then(|| invocations(&span).ok())
+                .flatten()
+                .and_then(|mut found| found.pop())
+            else {
+                continue;
+            };
+            let mut args = invocation.args.clone();
+            args.push("--help".into());
+            checked += 1;
+            if !run(invocation.binary, &args).status.success() {
+                problems.push(format!("{}: `{span}` does not parse", page.at(offset)));
+            }
+        }
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(checked > 40, "only {checked} invocations found");
+    assert!(checked > 80, "only {checked} invocations found");
 }
 
 /// A synopsis entry: `BIN SUBCOMMAND… syntax` and its continuation lines, description
@@ -310,37 +358,40 @@ fn the_command_reference_is_the_binaries_help() {
     }
 }
 
-/// Exit codes and the commands each names, from a help's `Exit codes:` section.
-fn exit_codes(help: &str) -> BTreeMap<String, String> {
+/// Exit codes and what each means, from a help's `Exit codes:` section, and the text
+/// of its closing note (`(play) …`).
+fn exit_codes(help: &str) -> (BTreeMap<String, String>, String) {
     let mut codes: BTreeMap<String, String> = BTreeMap::new();
+    let mut note = String::new();
     let mut current = None;
     for line in help.lines().skip_while(|l| *l != "Exit codes:").skip(1) {
         let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
         let code: String = trimmed.chars().take_while(|c| c.is_ascii_digit()).collect();
-        if !code.is_empty() && line.len() - trimmed.len() == 2 {
+        if !code.is_empty() && indent == 2 {
             current = Some(code.clone());
-            codes.insert(code, trimmed.to_string());
-        } else if trimmed.starts_with('(') && line.len() - trimmed.len() == 2 {
+            codes.insert(code.clone(), trimmed[code.len()..].trim().to_string());
+        } else if trimmed.starts_with('(') && indent == 2 {
             current = None;
+            note.push_str(trimmed);
         } else if let Some(code) = &current {
-            codes
-                .get_mut(code)
-                .expect("opened")
-                .push_str(&format!(" {trimmed}"));
+            let meaning = codes.get_mut(code).expect("opened");
+            meaning.push(' ');
+            meaning.push_str(trimmed);
+        } else {
+            note.push(' ');
+            note.push_str(trimmed);
         }
     }
-    codes
+    (codes, note)
 }
 
-/// The commands a code's text names in parentheses: `(apply, fetch)`.
-fn named_commands(text: &str, commands: &BTreeSet<String>) -> BTreeSet<String> {
-    text.split('(')
-        .skip(1)
-        .filter_map(|s| s.split(')').next())
-        .flat_map(|inside| inside.split([',', ' ']))
-        .filter(|w| commands.contains(*w))
-        .map(String::from)
-        .collect()
+/// Words only: Markdown's backticks and the help's line breaks left out.
+fn words(text: &str) -> String {
+    text.replace('`', "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[test]
@@ -349,12 +400,8 @@ fn the_exit_code_tables_are_the_binaries() {
     let tables = page.tables();
     let mut problems = Vec::new();
     for name in ["mltctl", "endhost"] {
-        let codes = exit_codes(&help(name, &[]));
+        let (codes, note) = exit_codes(&help(name, &[]));
         assert!(codes.len() >= 4, "{name} --help lists exit codes");
-        let commands: BTreeSet<String> = commands(name)
-            .into_iter()
-            .filter_map(|p| p.first().cloned())
-            .collect();
         let Some(table) = tables.iter().find(|t| t.heading == name) else {
             problems.push(format!("no table under a heading `{name}`"));
             continue;
@@ -362,26 +409,27 @@ fn the_exit_code_tables_are_the_binaries() {
         let documented: BTreeMap<String, String> = table
             .rows
             .iter()
-            .map(|row| (row[0].clone(), row.get(1).cloned().unwrap_or_default()))
+            .map(|row| (row[0].clone(), words(row.get(1).map_or("", String::as_str))))
             .collect();
-        let (have, want): (BTreeSet<_>, BTreeSet<_>) =
-            (documented.keys().collect(), codes.keys().collect());
-        if have != want {
-            problems.push(format!(
-                "{name}: the page lists codes {have:?}, the binary {want:?}"
-            ));
-        }
-        for (code, meaning) in &codes {
-            let Some(row) = documented.get(code) else {
-                continue;
-            };
-            for command in named_commands(meaning, &commands) {
-                if !row.contains(&command) {
-                    problems.push(format!(
-                        "{name} exit code {code}: the binary names `{command}`, the page does not"
-                    ));
-                }
+        let want: BTreeMap<String, String> =
+            codes.iter().map(|(c, m)| (c.clone(), words(m))).collect();
+        for (code, meaning) in &want {
+            match documented.get(code) {
+                Some(row) if row == meaning => {}
+                Some(row) => problems.push(format!(
+                    "{name} {code}: the page says \"{row}\", the binary \"{meaning}\""
+                )),
+                None => problems.push(format!("{name} {code}: not on the page")),
             }
+        }
+        for code in documented.keys().filter(|c| !want.contains_key(*c)) {
+            problems.push(format!("{name} {code}: on the page, not in the binary"));
+        }
+        if !words(&page.text).contains(&words(&note)) {
+            problems.push(format!(
+                "{name}: the page does not say \"{}\"",
+                words(&note)
+            ));
         }
     }
     assert!(

@@ -203,6 +203,8 @@ fn literal(default: &str) -> Option<Yaml> {
     }
 }
 
+/// Leaving a field out and giving its documented default plan the same, for every
+/// literal default (fields the lab inventory sets are taken out for the comparison).
 #[test]
 fn every_documented_default_is_the_loaders() {
     let page = Page::read(PAGE);
@@ -211,33 +213,31 @@ fn every_documented_default_is_the_loaders() {
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout)
     };
-    let base = lab();
-    let planned = plan(&base);
     let mut checked = 0;
     let mut problems = Vec::new();
     for (section, table) in sections(&page) {
         for row in &table.rows {
-            let Some(value) = literal(&row[2]) else {
+            // A mapping's default is another section (`defaults.mgmt`), not a value.
+            let nested = row[1].starts_with("mapping") || row[1].starts_with("list");
+            let Some(value) = literal(&row[2]).filter(|_| !nested) else {
                 continue;
             };
-            let mut doc = lab();
-            let map = mapping_at(&mut doc, &steps(&section));
             let key = Yaml::String(field(row));
-            if map.contains_key(&key) {
-                continue;
-            }
-            map.insert(key, value);
+            let mut without = lab();
+            mapping_at(&mut without, &steps(&section)).remove(&key);
+            let mut with = without.clone();
+            mapping_at(&mut with, &steps(&section)).insert(key, value);
             checked += 1;
-            if plan(&doc) != planned {
+            if plan(&with) != plan(&without) {
                 problems.push(format!(
-                    "{section}.{}: giving the documented default {} changes the plan",
+                    "{section}.{}: giving the documented default {} plans otherwise than leaving it out",
                     field(row),
                     row[2]
                 ));
             }
         }
     }
-    assert!(checked >= 25, "only {checked} defaults checked");
+    assert!(checked >= 30, "only {checked} defaults checked");
     assert!(problems.is_empty(), "{PAGE}:\n{}", problems.join("\n"));
 }
 

@@ -155,6 +155,11 @@ fn the_code_cites_only_the_book_and_what_exists() {
                     problems.push(format!("{at}: {e}"));
                 }
             }
+            for path in tree_paths(comment(&file, line)) {
+                if !in_tree_from(&path, &bases_of(&file)) {
+                    problems.push(format!("{at}: `{path}` is not in the tree"));
+                }
+            }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -182,6 +187,92 @@ fn every_link_of_the_readme_and_the_book_resolves() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The places in the tree a line of code or a comment names: runs of path characters
+/// that start with a top folder and a `/`. Another repository's path is written
+/// `repo:path` and left alone; a path that a `{` continues (a format string) is a
+/// prefix, and a part in capitals (`running_VENDOR`) a placeholder.
+fn tree_paths(line: &str) -> Vec<String> {
+    let pathy = |c: char| c.is_alphanumeric() || "/._-<>*".contains(c);
+    let mut found = Vec::new();
+    for (at, _) in line.char_indices() {
+        let before = line[..at].chars().next_back();
+        if before.is_some_and(|c| pathy(c) || c == ':') {
+            continue;
+        }
+        let rest = &line[at..];
+        let Some(top) = TOP.iter().find(|t| rest.starts_with(&format!("{t}/"))) else {
+            continue;
+        };
+        let end = rest.find(|c: char| !pathy(c)).unwrap_or(rest.len());
+        let mut path = rest[..end].trim_end_matches(['.', '-']).to_string();
+        if rest[end..].starts_with('{') {
+            path.push('*');
+        }
+        if path.len() > top.len() + 1 {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// Whether a path (with `<name>`, `*` or capitalised placeholder parts) names something
+/// in the tree, read from any of `bases`.
+fn in_tree_from(path: &str, bases: &[PathBuf]) -> bool {
+    let placeholder = |part: &str| {
+        let upper: String = part.chars().filter(|c| c.is_ascii_uppercase()).collect();
+        upper.len() >= 3 && part.contains(&upper)
+    };
+    let pattern: String = path
+        .trim_end_matches('/')
+        .split('/')
+        .map(|part| {
+            if part.starts_with('<') && part.ends_with('>') {
+                "*".to_string()
+            } else if placeholder(part) {
+                let upper: String = part.chars().filter(|c| c.is_ascii_uppercase()).collect();
+                part.replace(&upper, "*")
+            } else {
+                part.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/");
+    bases.iter().any(|base| {
+        let full = base.join(&pattern).display().to_string();
+        glob::glob(&full).map(|m| m.count()).unwrap_or(0) > 0
+    })
+}
+
+fn in_tree(path: &str) -> bool {
+    in_tree_from(path, &[root().to_path_buf()])
+}
+
+/// The comment on a line of source, where citations live (a path in code is the
+/// tests' to check, by using it).
+fn comment<'a>(file: &Path, line: &'a str) -> &'a str {
+    let c_like = file
+        .extension()
+        .is_some_and(|e| ["rs", "c", "h"].contains(&e.to_string_lossy().as_ref()));
+    let marker = if c_like { "//" } else { "#" };
+    match line.find(marker) {
+        Some(at) => &line[at..],
+        None if c_like && line.trim_start().starts_with('*') => line,
+        None => "",
+    }
+}
+
+/// Where a source file's relative paths may start: the root, its own folder, and its
+/// package's folder (the nearest with a Cargo.toml).
+fn bases_of(file: &Path) -> Vec<PathBuf> {
+    let dir = file.parent().unwrap_or(root()).to_path_buf();
+    let package = dir
+        .ancestors()
+        .find(|d| d.join("Cargo.toml").exists())
+        .unwrap_or(root())
+        .to_path_buf();
+    vec![root().to_path_buf(), dir, package]
+}
+
 /// Whether a code span names a place in the tree, such as `src/plan/thresholds.rs` or
 /// `switch-config/src/<vendor>/`.
 fn tree_path(span: &str) -> Option<String> {
@@ -204,20 +295,7 @@ fn every_path_the_readme_and_the_book_name_is_in_the_tree() {
                 continue;
             };
             checked += 1;
-            let pattern: String = path
-                .split('/')
-                .map(|part| {
-                    if part.starts_with('<') && part.ends_with('>') {
-                        "*".to_string()
-                    } else {
-                        part.to_string()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("/");
-            let full = root().join(&pattern).display().to_string();
-            let matches = glob::glob(&full).map(|m| m.count()).unwrap_or(0);
-            if matches == 0 {
+            if !in_tree(&path) {
                 problems.push(format!("{}: `{span}` is not in the tree", page.at(offset)));
             }
         }

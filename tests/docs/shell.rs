@@ -102,7 +102,10 @@ pub fn invocations(script: &str) -> Result<Vec<Invocation>, String> {
         loop {
             let first = words.first().map(String::as_str).unwrap_or("");
             let strip = match first {
-                "do" | "then" | "else" | "time" | "sudo" | "exec" => 1,
+                "do" | "then" | "else" | "time" | "exec" | "env" => 1,
+                "sudo" if words.get(1).is_some_and(|w| w == "-E") => 2,
+                "sudo" => 1,
+                "timeout" => 2,
                 "ip" if words.get(1).is_some_and(|w| w == "netns")
                     && words.get(2).is_some_and(|w| w == "exec") =>
                 {
@@ -145,7 +148,8 @@ fn the_shell_reader_finds_every_invocation() {
         done; wait\n\
         A=1 target/release/mltctl plan -i f.yaml > out.json 2>&1\n\
         ip netns exec n sh -c \". env && \\\n  torchrun x.py\" &\n\
-        mltctl confirm --limit 'leaf*' | head";
+        mltctl confirm --limit 'leaf*' | head\n\
+        sudo -E env A=1 timeout 60 endhost status --socket s";
     let got: Vec<String> = invocations(script)
         .unwrap()
         .into_iter()
@@ -158,6 +162,7 @@ fn the_shell_reader_finds_every_invocation() {
             "endhost allreduce --socket /tmp/$h.sock",
             "mltctl plan -i f.yaml",
             "mltctl confirm --limit leaf*",
+            "endhost status --socket s",
         ]
     );
 }

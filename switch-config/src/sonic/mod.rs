@@ -686,7 +686,7 @@ mod tests {
 
     #[test]
     fn static_route_fields_are_read_by_position() {
-        // As `config route add` writes them (sonic-utilities tests/static_routes_test.py).
+        // As `config route add` writes them (sonic-utilities:tests/static_routes_test.py).
         let ecmp = [
             ("nexthop", "10.0.0.1,10.0.0.3"),
             ("ifname", ","),

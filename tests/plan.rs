@@ -10,7 +10,7 @@ use common::fixture;
 use endhost_core::config::{DatapathKind, TransportConfig};
 use mltctl::generate::{FabricSize, fabric_yaml};
 use mltctl::inventory::{self, Inventory, LoadError};
-use mltctl::plan::thresholds::{SetBy, mm1m_loss};
+use mltctl::plan::thresholds::SetBy;
 use mltctl::plan::{Plan, ThresholdProfile, hosts};
 use switch_config::StaticRoute;
 
@@ -477,8 +477,8 @@ fn held(plan: &Plan) -> &ThresholdProfile {
 }
 
 /// Cumulus and Onyx cannot hold L_i: the plan leaves it out of their intents, and
-/// predicts large-gradient loss against what the shared buffer leaves above every
-/// queue's step, (1 − θ)·S_i + (B − Σ_k S_k) packets.
+/// predicts ECT loss against the room the shared buffer leaves a queue when every other
+/// queue sits at its step, B − Σ_{k≠i} S_k frames.
 #[test]
 fn switches_without_queue_limits_are_solved_for_the_shared_buffer() {
     let plan = Plan::build(&load("inventory/lab.yaml"));
@@ -488,41 +488,30 @@ fn switches_without_queue_limits_are_solved_for_the_shared_buffer() {
         .find(|p| !p.queue_limits)
         .expect("leaf1 (cumulus) and leaf2 (onyx)");
     assert_eq!(shared.switches, ["leaf1", "leaf2"]);
-    let theta = plan.model.theta;
-    let packet = f64::from(plan.model.packet_bytes);
-    let budget =
-        ((shared.buffer_bytes - 1024 * shared.queues.len() as u64) as f64 / packet).floor();
-    let steps: f64 = shared
-        .queues
-        .iter()
-        .map(|q| q.allocation.mark_packets(theta))
-        .sum();
+    let packet = u64::from(plan.model.packet_bytes);
+    let budget = (shared.buffer_bytes - 1024 * shared.queues.len() as u64) / packet;
+    let frames = |bytes: u64| bytes / packet;
+    let steps: u64 = shared.queues.iter().map(|q| frames(q.mark_bytes)).sum();
     for q in &shared.queues {
-        let a = &q.allocation;
-        assert_eq!(a.limit_set_by, SetBy::SharedBuffer, "{q:?}");
-        let room = ((1.0 - theta) * a.mark_packets(theta) + budget - steps).floor();
-        assert_eq!(a.large_packets, room, "{q:?}");
-        assert_eq!(a.loss_large, mm1m_loss(q.utilisation, room));
-        // The shared buffer gives important packets at least the room a limit would
-        // have (the buffer is not over-committed), so their loss is no higher.
-        let limit_room = (q.limit_bytes as f64 / packet).min(room);
-        assert!(
-            room + a.small_packets >= shared.burst_bytes as f64 / packet,
+        assert_eq!(q.limit_set_by, SetBy::SharedBuffer, "{q:?}");
+        let room = budget - (steps - frames(q.mark_bytes));
+        // The room, rounded up to whole KiB as every threshold is.
+        assert_eq!(
+            q.limit_bytes,
+            (room * packet).div_ceil(1024) * 1024,
             "{q:?}"
         );
-        assert!(a.loss_large <= mm1m_loss(q.utilisation, limit_room - a.small_packets));
-        assert!(a.loss_large <= q.tolerance_large, "{q:?}");
+        assert!(q.loss_ect <= q.tolerance_ect, "{q:?}");
     }
     for s in plan.switches.iter().filter(|s| s.rack.is_some()) {
         for q in s.intent.qos.queues.iter().filter_map(|q| q.ecn) {
             assert_eq!(q.limit_bytes, None, "{}", s.intent.name);
         }
     }
-    // The switches that hold limits get them, and the same steps.
+    // The switches that hold limits get them.
     let limited = held(&plan);
-    for (a, b) in limited.queues.iter().zip(&shared.queues) {
-        assert_eq!(a.mark_bytes, b.mark_bytes);
-        assert_ne!(a.allocation.limit_set_by, SetBy::SharedBuffer);
+    for q in &limited.queues {
+        assert_ne!(q.limit_set_by, SetBy::SharedBuffer);
     }
     for s in plan.switches.iter().filter(|s| s.rack.is_none()) {
         assert!(
@@ -620,7 +609,7 @@ fn an_over_committed_buffer_or_a_loss_over_tolerance_is_a_problem() {
         "{problems}"
     );
     assert!(
-        problems.contains("predicted loss of small gradients"),
+        problems.contains("predicted loss of Not-ECT frames"),
         "{problems}"
     );
     assert!(
@@ -661,30 +650,28 @@ fn a_scarce_buffer_goes_to_the_more_sensitive_queue() {
     assert!(others(s) < others(b), "{} !< {}", others(s), others(b));
 }
 
+/// Every predicted loss is within its tolerance when the plan has no problem, and a
+/// pinned queue keeps what was pinned.
 #[test]
-fn predicted_losses_follow_the_mm1m_formula() {
-    // One gradient class carries everything, so its utilisation is the load, 0.5.
-    // Pinned at mark 2048 B and limit 3072 B with 1024-byte packets and θ = 0.5:
-    // S' = 0.5·2048/1024 = 1 packet, L' = 3072/1024 − 1 = 2 packets.
+fn predictions_meet_the_tolerances_and_pins_hold() {
     let path = fixture("tests/inventories/valid/small.yaml");
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "  path_pool: 10.200.0.0/24\n",
-        "  path_pool: 10.200.0.0/24\n  mtu: 1024\n",
-    ) + "  priorities: 3\n  model: {load: 0.5}\n  thresholds:\n    - {class: 0, mark_bytes: 2048, limit_bytes: 3072}\n";
-    let plan = Plan::build(&load_text(&path, &text));
+    let text = std::fs::read_to_string(&path).unwrap()
+        + "  priorities: 3\n  thresholds:\n    - {class: 0, mark_bytes: 20480, limit_bytes: 40960}\n";
+    let inv = load_text(&path, &text);
+    let plan = Plan::build(&inv);
     let q = &held(&plan).queues[0];
     assert!(q.pinned);
-    assert_eq!((q.mark_bytes, q.limit_bytes), (2048, 3072));
-    assert!((q.utilisation - 0.5).abs() < 1e-12);
-    // r(0.5, 1) = (0.5 − 0.25)/(1 − 0.25) = 1/3; r(0.5, 2) = (0.25 − 0.125)/(1 − 0.125) = 1/7.
-    assert!((q.allocation.loss_small - 1.0 / 3.0).abs() < 1e-12, "{q:?}");
-    assert!((q.allocation.loss_large - 1.0 / 7.0).abs() < 1e-12, "{q:?}");
-    // Computed queues report the formula's value for their room too.
-    let lab = Plan::build(&load("inventory/lab.yaml"));
-    for q in lab.thresholds.iter().flat_map(|p| &p.queues) {
-        let a = &q.allocation;
-        assert_eq!(a.loss_small, mm1m_loss(q.utilisation, a.small_packets));
-        assert_eq!(a.loss_large, mm1m_loss(q.utilisation, a.large_packets));
+    assert_eq!((q.mark_bytes, q.limit_bytes), (20480, 40960));
+    assert_eq!(
+        (q.mark_set_by, q.limit_set_by),
+        (SetBy::Pinned, SetBy::Pinned)
+    );
+    let lab = load("inventory/lab.yaml");
+    let plan = Plan::build(&lab);
+    assert!(plan.problems(&lab).is_empty());
+    for q in plan.thresholds.iter().flat_map(|p| &p.queues) {
+        assert!(q.loss_not_ect <= q.tolerance_not_ect, "{q:?}");
+        assert!(q.loss_ect <= q.tolerance_ect, "{q:?}");
     }
 }
 

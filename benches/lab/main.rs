@@ -26,15 +26,13 @@
 //! Needs root, sshd, python3-torch and endhost built (`cargo build --release -p
 //! endhost`: bootstrap uploads it).
 
-mod model;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use mltctl_lab::qos::{PortQos, SwitchQos};
 use serde_json::Value;
 
-use model::{Losses, Traffic};
+use mltctl_lab::arrivals::{self, Losses, Offered};
 
 const RATE_MBPS: u64 = 100;
 const SECONDS: f64 = 2.5;
@@ -168,7 +166,7 @@ impl Lab {
     }
 
     /// The model's traffic from h1 to h2: (sent, received) per "dscp/ecn".
-    fn model_traffic(&self, traffic: &Traffic) -> (Value, Value) {
+    fn model_traffic(&self, traffic: &Offered) -> (Value, Value) {
         let receiver = self.receiver(MODEL_SECONDS);
         let classes: Vec<String> = traffic
             .classes
@@ -519,7 +517,7 @@ fn main() {
 
     // The model's case, at its load with small pinned thresholds.
     lab.mltctl(&["lab", "qos", "on", "--dir", &lab.0.to_string_lossy()]);
-    let traffic = Traffic {
+    let traffic = Offered {
         classes: classes
             .iter()
             .map(|c| (dscp(c), c["share"].as_f64().expect("a class has a share")))
@@ -528,11 +526,13 @@ fn main() {
         theta: plan["model"]["theta"].as_f64().expect("the plan's θ"),
         frame_bytes: 1500,
         rate_bps: RATE_MBPS * 1_000_000,
+        batch: 1,
+        senders: 1,
     };
     lab.pin_thresholds(classes.len());
     let plan: Value = serde_json::from_slice(&lab.mltctl(&["plan", "--json"]).stdout).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let simulated = model::simulate(
+    let simulated = arrivals::simulate(
         lab.uplink_qos(),
         BUFFER_KIB * 1024,
         &traffic,

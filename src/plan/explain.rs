@@ -1,26 +1,32 @@
 //! `mltctl plan --explain`: the plan as an admin reviews it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
+use endhost_core::proto::PACING_BATCH;
+use mlt_queue::{Loss, Tally};
+use mltctl_lab::arrivals::{self, Offered};
+use mltctl_lab::qos::{Curve, PortQos, QueueQos};
 use switch_config::{RouteKind, Vendor};
 
-use endhost_core::proto::PACING_BATCH;
-
-use super::Plan;
+use super::{Plan, ThresholdProfile};
 
 /// What `mltctl plan` prints without options: the summary, queues and thresholds.
 pub fn overview(plan: &Plan, layer_names: &[String]) -> String {
     let mut out = String::new();
     summary(&mut out, plan);
     queues(&mut out, plan, layer_names);
-    thresholds(&mut out, plan);
+    thresholds(&mut out, plan, false);
     out
 }
 
-/// The overview, then what every switch and host would be configured with.
+/// The overview with each predicted loss beside the lab switch's simulated one, then
+/// what every switch and host would be configured with.
 pub fn explain(plan: &Plan, layer_names: &[String]) -> String {
-    let mut out = overview(plan, layer_names);
+    let mut out = String::new();
+    summary(&mut out, plan);
+    queues(&mut out, plan, layer_names);
+    thresholds(&mut out, plan, true);
     switches(&mut out, plan);
     hosts(&mut out, plan);
     out
@@ -57,15 +63,14 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
     let _ = writeln!(
         out,
         "\nDSCP -> queue (the same on every switch and host)\n\
-         queue  carries            DSCP   layers                      traffic  utilisation"
+         queue  carries            DSCP   layers                      traffic"
     );
     let _ = writeln!(
         out,
         "{:>5}  {:<17}  {:>4}",
         q.control_queue, "control", q.control_dscp
     );
-    let shared = plan.thresholds.first();
-    for (i, class) in q.classes.iter().enumerate() {
+    for class in &q.classes {
         let t = &class.tag;
         let (first, last) = (t.first_layer as usize, t.last_layer as usize);
         let span = if first == last {
@@ -76,16 +81,14 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
                 layer_names[first], layer_names[last]
             )
         };
-        let rho = shared.map_or(0.0, |p| p.queues[i].utilisation);
         let _ = writeln!(
             out,
-            "{:>5}  {:<17}  {:>4}   {:<26}  {:>6.2}%  {:>10.4}",
+            "{:>5}  {:<17}  {:>4}   {:<26}  {:>6.2}%",
             t.queue,
             format!("gradient class {}", t.class),
             t.dscp,
             truncate(&span, 26),
             class.share * 100.0,
-            rho
         );
     }
     let _ = writeln!(
@@ -96,9 +99,12 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
     let t = &m.tolerance;
     let _ = writeln!(
         out,
-        "Model (MLT Appendix B): load {} of line rate at a congested port; {:.0}% of packets unimportant (Not-ECT); \
-         buffer counted in {}-byte packets\n\
+        "Model: the switch's queues (strict priority; per queue a step S_i for Not-ECT frames and a limit L_i \
+         for all) under the transport's bursts ({} sender(s) x {} frames at line rate, at Poisson times) at a \
+         load of {} of line rate; {:.0}% of frames unimportant (Not-ECT); {}-byte frames\n\
          Loss tolerated without extra rounds: random {}, front layers {}, back layers {}, small gradients {}, large gradients {}",
+        m.fan_in,
+        PACING_BATCH,
         m.load,
         m.theta * 100.0,
         m.packet_bytes,
@@ -110,15 +116,19 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
     );
 }
 
-fn thresholds(out: &mut String, plan: &Plan) {
+fn thresholds(out: &mut String, plan: &Plan, check: bool) {
     let m = &plan.model;
+    let frames = |bytes: u64| bytes / u64::from(m.packet_bytes);
     for p in &plan.thresholds {
         let _ = writeln!(
             out,
             "\nRED/ECN thresholds for a {} buffer at {} Gbit/s ({}); {} used\n\
-             Floors: every L_i holds one burst, {} ({} sender(s) x {} packets, plus {} \
-             extra sender(s) at line rate for an RTT of {} µs); the lowest queue marks from \
-             C·RTT/7 = {} at the earliest; the rest of the buffer goes where it cuts loss most",
+             Floors: every L_i holds one burst, {} ({} sender(s) x {} frames, plus {} extra \
+             sender(s) at line rate until rate control slows them at T_high = {} µs); every \
+             L_i − S_i holds a burst's ECT frames, {}; the lowest queue marks from C·RTT/7 = {} \
+             at the earliest; the rest of the buffer goes to the limits where it cuts ECT loss \
+             most\n\
+             Predicted: the model's simulation of these queues ({} frames), ± its standard error",
             bytes(p.buffer_bytes),
             p.link_mbps as f64 / 1000.0,
             p.switches.join(", "),
@@ -127,21 +137,32 @@ fn thresholds(out: &mut String, plan: &Plan) {
             m.fan_in,
             PACING_BATCH,
             m.fan_in - 1,
-            m.rtt_us,
+            m.t_high_us,
+            bytes(p.ect_room_bytes),
             bytes(p.mark_floor_bytes),
+            p.simulated_frames,
         );
+        let simulated = check.then(|| lab_check(plan, p));
+        if simulated.is_some() {
+            let _ = writeln!(
+                out,
+                "Simulated: the lab switch's queue, an independent emulation at exact times, \
+                 offered the same traffic ({CHECK_FRAMES} frames) with these thresholds in bytes"
+            );
+        }
         if p.queue_limits {
             let _ = writeln!(
                 out,
-                "Switches step at S_i (min = max, probability 100%) and drop every packet \
-                 above L_i."
+                "Switches step at S_i (min = max, probability 100%) and drop every frame \
+                 at and above L_i."
             );
         } else {
             let _ = writeln!(
                 out,
-                "Switches step at S_i (min = max, probability 100%) but cannot hold L_i. \
-                 Re-solved for that: L_i is not configured, and a queue's large gradients are \
-                 predicted against the room the shared buffer leaves them (the limit column)."
+                "Switches step at S_i (min = max, probability 100%) but cannot hold L_i: it \
+                 is not configured, and a queue's ECT frames are predicted against the room \
+                 the shared buffer leaves them when the other queues sit at their steps (the \
+                 limit column; one congested queue at a time, an optimistic assumption)."
             );
             let vendors: BTreeSet<Vendor> = plan
                 .switches
@@ -156,31 +177,128 @@ fn thresholds(out: &mut String, plan: &Plan) {
                 let _ = writeln!(out, "  {vendor}: {why}.");
             }
         }
+        let (header_n, header_e) = if check {
+            (
+                "Not-ECT loss: predicted | simulated (tolerance)",
+                "ECT loss: predicted | simulated (tolerance)",
+            )
+        } else {
+            ("Not-ECT loss (tolerance)", "ECT loss (tolerance)")
+        };
+        let width = if check { 50 } else { 27 };
         let _ = writeln!(
             out,
-            "queue  mark S_i (pkts)        limit L_i (pkts)       loss small (tolerance)  \
-             loss large (tolerance)  set by (S; L)"
+            "queue  mark S_i (frames)      limit L_i (frames)     {header_n:<width$}  \
+             {header_e:<width$}  set by (S; L)"
         );
-        for q in &p.queues {
-            let a = &q.allocation;
+        for (i, q) in p.queues.iter().enumerate() {
+            let sim = simulated.as_ref().map(|s| s[i]);
             let _ = writeln!(
                 out,
-                "{:>5}  {:<21}  {:<21}  {:<22}  {:<22}  {}; {}",
+                "{:>5}  {:<21}  {:<21}  {:<width$}  {:<width$}  {}; {}",
                 q.queue,
-                format!(
-                    "{} ({:.0})",
-                    bytes(q.mark_bytes),
-                    a.mark_packets(plan.model.theta)
+                format!("{} ({})", bytes(q.mark_bytes), frames(q.mark_bytes)),
+                format!("{} ({})", bytes(q.limit_bytes), frames(q.limit_bytes)),
+                loss(
+                    q.loss_not_ect,
+                    q.loss_not_ect_error,
+                    sim.map(|s| s.0),
+                    q.tolerance_not_ect
                 ),
-                format!("{} ({:.0})", bytes(q.limit_bytes), a.limit_packets()),
-                loss(a.loss_small, q.tolerance_small),
-                loss(a.loss_large, q.tolerance_large),
-                a.mark_set_by.describe(),
-                a.limit_set_by.describe(),
+                loss(
+                    q.loss_ect,
+                    q.loss_ect_error,
+                    sim.map(|s| s.1),
+                    q.tolerance_ect
+                ),
+                q.mark_set_by.describe(),
+                q.limit_set_by.describe(),
             );
         }
     }
 }
+
+/// Frames the lab switch's queue is offered to check a profile's predictions, in
+/// windows whose spread gives the check's standard error.
+const CHECK_FRAMES: usize = 2_000_000;
+const CHECK_WINDOWS: usize = 30;
+
+/// Per gradient queue, the (Not-ECT, ECT) losses of the lab switch's queue running the
+/// profile's thresholds (in bytes, as rendered) under the model's traffic at exact
+/// times: an independent check of the predictions.
+fn lab_check(plan: &Plan, p: &ThresholdProfile) -> Vec<(Loss, Loss)> {
+    let mut queues: BTreeMap<u8, QueueQos> = BTreeMap::new();
+    queues.insert(
+        plan.qos.control_queue,
+        QueueQos {
+            strict: true,
+            ..QueueQos::default()
+        },
+    );
+    for q in &p.queues {
+        let step = Curve {
+            min_bytes: q.mark_bytes,
+            max_bytes: q.mark_bytes,
+            max_percent: 100,
+        };
+        queues.insert(
+            q.queue,
+            QueueQos {
+                strict: true,
+                mark: Some(step),
+                drop_not_ect: Some(step),
+                drop_all: None,
+                limit_bytes: Some(q.limit_bytes),
+            },
+        );
+    }
+    let qos = PortQos {
+        queue_of_dscp: plan.qos.dscp_to_queue.clone(),
+        queues,
+    };
+    let offered = Offered {
+        classes: plan
+            .qos
+            .classes
+            .iter()
+            .map(|c| (c.tag.dscp, c.share))
+            .collect(),
+        load: plan.model.load,
+        theta: plan.model.theta,
+        frame_bytes: usize::from(plan.model.packet_bytes),
+        rate_bps: p.link_mbps * 1_000_000,
+        batch: PACING_BATCH as u32,
+        senders: plan.model.fan_in,
+    };
+    let windows = arrivals::simulate_in_windows(
+        qos,
+        p.buffer_bytes,
+        &offered,
+        CHECK_FRAMES,
+        CHECK_WINDOWS,
+        CHECK_SEED,
+    );
+    plan.qos
+        .classes
+        .iter()
+        .map(|c| {
+            let loss = |ect: bool| {
+                let tallies: Vec<Tally> = windows
+                    .iter()
+                    .map(|w| {
+                        let (offered, lost) =
+                            w.get(&(c.tag.dscp, ect)).copied().unwrap_or_default();
+                        Tally { offered, lost }
+                    })
+                    .collect();
+                Loss::of(&tallies)
+            };
+            (loss(false), loss(true))
+        })
+        .collect()
+}
+
+const CHECK_SEED: u64 = 0x006d_6c74_5f63_686b;
 
 fn switches(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "\nSwitches: what would be configured");
@@ -304,9 +422,18 @@ fn truncate(s: &str, width: usize) -> String {
     }
 }
 
-fn loss(loss: f64, tolerance: f64) -> String {
-    let mark = if loss <= tolerance { "ok" } else { "OVER" };
-    format!("{loss:.2e} ({tolerance:.2e}) {mark}")
+/// A predicted loss (± its standard error), the simulated one when checked, and the
+/// tolerance, with whether the prediction is within it.
+fn loss(predicted: f64, error: f64, simulated: Option<Loss>, tolerance: f64) -> String {
+    let mark = if predicted <= tolerance { "ok" } else { "OVER" };
+    let predicted = format!("{predicted:.2e}±{error:.0e}");
+    match simulated {
+        Some(s) => format!(
+            "{predicted} | {:.2e}±{:.0e} ({tolerance:.2e}) {mark}",
+            s.fraction, s.error
+        ),
+        None => format!("{predicted} ({tolerance:.2e}) {mark}"),
+    }
 }
 
 /// Bytes in the largest binary unit that keeps them readable.

@@ -10,21 +10,18 @@ pub mod hosts;
 pub mod routing;
 pub mod thresholds;
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use endhost_core::MacAddr;
 use endhost_core::config::{Collective, JobConfig, Tagging, TransportConfig};
-use endhost_core::proto::PACING_BATCH;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 use switch_config::{EcnThresholds, QosIntent, QueueIntent, Scheduler, SwitchIntent};
 
-use crate::inventory::THRESHOLD_UNIT;
-use crate::inventory::{Inventory, Launcher, Mgmt, PinnedThreshold, Role, Tolerance};
+use crate::inventory::{Inventory, Launcher, Mgmt, Role, Tolerance};
 pub use classes::{GradientClass, QosPlan};
 pub use hosts::HostPlan;
-use thresholds::{Allocation, QueueInput};
+pub use thresholds::{QueueThreshold, ThresholdProfile};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -54,57 +51,15 @@ pub struct ModelSummary {
     /// Packet size the model counts buffer in: the fabric MTU.
     pub packet_bytes: u16,
     pub tolerance: Tolerance,
-    /// Fabric round-trip time (µs): what senders put on the wire before rate control
-    /// reacts.
+    /// Fabric round-trip time (µs): DCTCP's C·RTT/7 for the lowest queue's step.
     pub rtt_us: f64,
+    /// The RTT (µs) at which the transport's rate control starts to slow a sender: what
+    /// extra senders put on the wire before they slow down.
+    pub t_high_us: f64,
     /// Most senders one receiver hears from at once in the job's collective.
     pub fan_in: u32,
     /// Plan even when a predicted loss is over its tolerance.
     pub accept_over_tolerance: bool,
-}
-
-/// Thresholds for all switches with one buffer size, link speed and queue-limit
-/// support.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ThresholdProfile {
-    pub buffer_bytes: u64,
-    /// The switches' fastest port.
-    pub link_mbps: u64,
-    /// Whether these switches' OS holds L_i for every packet
-    /// ([`switch_config::Vendor::no_queue_limit`] says why not). Without it the model
-    /// is re-solved: L_i is not rendered (a pinned one neither), and a queue's
-    /// important packets are dropped only when the shared buffer is full (see
-    /// [`thresholds::without_queue_limits`]).
-    pub queue_limits: bool,
-    /// Every L_i holds at least this: one burst of the job (see [`burst_bytes`]).
-    pub burst_bytes: u64,
-    /// The lowest gradient queue's S_i is at least this: DCTCP's C·RTT/7.
-    pub mark_floor_bytes: u64,
-    pub switches: Vec<String>,
-    /// Buffer the thresholds use together (Σ L_i).
-    pub used_bytes: u64,
-    /// Gradient queues, highest priority first.
-    pub queues: Vec<QueueThreshold>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueThreshold {
-    pub class: u8,
-    pub queue: u8,
-    /// S_i: above this, ECT packets are marked and Not-ECT packets dropped.
-    pub mark_bytes: u64,
-    /// L_i: above this, every packet is dropped. Where the OS cannot hold it
-    /// ([`ThresholdProfile::queue_limits`] false), the share of the buffer the model
-    /// counts for the queue, not rendered.
-    pub limit_bytes: u64,
-    /// ρ_i of the priority-queue model.
-    pub utilisation: f64,
-    pub tolerance_small: f64,
-    pub tolerance_large: f64,
-    #[serde(flatten)]
-    pub allocation: Allocation,
-    /// Set by hand in the inventory rather than by the optimiser.
-    pub pinned: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,10 +92,11 @@ impl Plan {
             packet_bytes: inv.fabric.mtu,
             tolerance: inv.training.model.tolerance,
             rtt_us: inv.training.model.rtt_us,
+            t_high_us: inv.training.rate_control.t_high_us,
             fan_in: fan_in(inv.training.collective, inv.hosts.len()),
             accept_over_tolerance: inv.training.model.accept_over_tolerance,
         };
-        let thresholds = threshold_profiles(inv, &qos, &model);
+        let thresholds = thresholds::profiles(inv, &qos, &model);
         let mut routes = routing::switch_routes(inv, &topo);
         let route_scope = route_scope(inv);
         let switches = inv
@@ -253,14 +209,14 @@ impl Plan {
                 problem(format!(
                     "switch(es) {names}: the thresholds need {} B but the buffer holds {} B: \
                      every gradient queue must hold one burst of the job ({} B: {} sender(s) \
-                     at {} Mbit/s for {} µs) and the lowest must mark no earlier than \
-                     C·RTT/7 ({} B); give more buffer or fewer priorities",
+                     at {} Mbit/s, the extra ones for T_high = {} µs) and the lowest must \
+                     mark no earlier than C·RTT/7 ({} B); give more buffer or fewer priorities",
                     p.used_bytes,
                     p.buffer_bytes,
                     p.burst_bytes,
                     self.model.fan_in,
                     p.link_mbps,
-                    self.model.rtt_us,
+                    self.model.t_high_us,
                     p.mark_floor_bytes
                 ));
             }
@@ -269,14 +225,14 @@ impl Plan {
             }
             for q in &p.queues {
                 for (what, loss, tolerance) in [
-                    ("small", q.allocation.loss_small, q.tolerance_small),
-                    ("large", q.allocation.loss_large, q.tolerance_large),
+                    ("Not-ECT", q.loss_not_ect, q.tolerance_not_ect),
+                    ("ECT", q.loss_ect, q.tolerance_ect),
                 ] {
                     if loss > tolerance {
                         problem(format!(
                             "switch(es) {names}, queue {} (gradient class {}): predicted loss \
-                             of {what} gradients {loss:.2e} is over its tolerance \
-                             {tolerance:.2e}; give more buffer, or set \
+                             of {what} frames {loss:.2e} under the transport's bursts is over \
+                             its tolerance {tolerance:.2e}; give more buffer, or set \
                              training.model.accept_over_tolerance: true to plan anyway",
                             q.queue, q.class
                         ));
@@ -312,146 +268,6 @@ fn fan_in(collective: Collective, hosts: usize) -> u32 {
         Collective::Ring => 1,
         Collective::Transpose | Collective::Ps => hosts.saturating_sub(1).max(1) as u32,
     }
-}
-
-/// What one burst of the job puts into an egress queue: every sender's pacing batch
-/// at once, plus what the extra senders add at line rate in one RTT before rate
-/// control reacts.
-pub fn burst_bytes(model: &ModelSummary, link_mbps: u64) -> u64 {
-    let packet = u64::from(model.packet_bytes);
-    let batch = PACING_BATCH as u64 * packet;
-    let in_one_rtt = link_mbps as f64 * 1e6 / 8.0 * model.rtt_us * 1e-6;
-    u64::from(model.fan_in) * batch + (f64::from(model.fan_in - 1) * in_one_rtt).ceil() as u64
-}
-
-/// DCTCP's marking guideline K > C·RTT/7, in bytes.
-pub fn mark_floor_bytes(model: &ModelSummary, link_mbps: u64) -> u64 {
-    (link_mbps as f64 * 1e6 / 8.0 * model.rtt_us * 1e-6 / 7.0).ceil() as u64
-}
-
-fn threshold_profiles(
-    inv: &Inventory,
-    qos: &QosPlan,
-    model: &ModelSummary,
-) -> Vec<ThresholdProfile> {
-    let mut by_kind: BTreeMap<ProfileKey, Vec<String>> = BTreeMap::new();
-    for s in &inv.switches {
-        let link_mbps = switch_link_mbps(s);
-        by_kind
-            .entry((
-                s.buffer_bytes,
-                link_mbps,
-                s.vendor.no_queue_limit().is_none(),
-            ))
-            .or_default()
-            .push(s.name.clone());
-    }
-    let shares: Vec<f64> = qos.classes.iter().map(|c| c.share).collect();
-    let rho = thresholds::utilisations(model.load, &shares);
-    let packet = f64::from(model.packet_bytes);
-    let packets = |bytes: u64| (bytes as f64 / packet).ceil() as u32;
-    let pinned: Vec<Option<&PinnedThreshold>> = qos
-        .classes
-        .iter()
-        .map(|c| {
-            inv.training
-                .pinned_thresholds
-                .iter()
-                .find(|p| p.class == c.tag.class)
-        })
-        .collect();
-    // Rounding each threshold up to KiB adds under 1 KiB per queue; keep that aside.
-    let rounding_slack = THRESHOLD_UNIT * qos.classes.len() as u64;
-    by_kind
-        .into_iter()
-        .map(|((buffer_bytes, link_mbps, queue_limits), switches)| {
-            let burst = burst_bytes(model, link_mbps);
-            let mark_floor = mark_floor_bytes(model, link_mbps);
-            let lowest = qos.classes.len().saturating_sub(1);
-            let inputs: Vec<QueueInput> = qos
-                .classes
-                .iter()
-                .enumerate()
-                .zip(&rho)
-                .zip(&pinned)
-                .map(|(((i, class), &rho), pinned)| {
-                    let (tolerance_small, tolerance_large) =
-                        thresholds::class_tolerances(&inv.training.model.tolerance, class.position);
-                    QueueInput {
-                        rho,
-                        tolerance_small,
-                        tolerance_large,
-                        pinned: pinned.map(|p| {
-                            let small = model.theta * p.mark_bytes as f64 / packet;
-                            (small, p.limit_bytes as f64 / packet - small)
-                        }),
-                        limit_floor: packets(burst),
-                        mark_floor: if i == lowest { packets(mark_floor) } else { 0 },
-                    }
-                })
-                .collect();
-            let budget =
-                buffer_bytes.saturating_sub(rounding_slack) / u64::from(model.packet_bytes);
-            let mut allocations = thresholds::optimise(&inputs, model.theta, budget);
-            // Σ L_i of the partition the model solved for; the over-commitment check
-            // uses it whether or not the switches hold the limits.
-            let used_bytes: u64 = allocations
-                .iter()
-                .map(|a| whole_units(a.limit_packets() * packet))
-                .sum();
-            if !queue_limits {
-                thresholds::without_queue_limits(&inputs, model.theta, budget, &mut allocations);
-            }
-            let queues: Vec<QueueThreshold> = qos
-                .classes
-                .iter()
-                .zip(&inputs)
-                .zip(&pinned)
-                .zip(allocations)
-                .map(|(((class, input), pinned), a)| {
-                    let (mark_bytes, limit_bytes) = match pinned {
-                        Some(p) => (p.mark_bytes, p.limit_bytes),
-                        None => {
-                            let limit = whole_units(a.limit_packets() * packet);
-                            let mark = whole_units(a.mark_packets(model.theta) * packet);
-                            (mark.min(limit), limit)
-                        }
-                    };
-                    QueueThreshold {
-                        class: class.tag.class,
-                        queue: class.tag.queue,
-                        mark_bytes,
-                        limit_bytes,
-                        utilisation: input.rho,
-                        tolerance_small: input.tolerance_small,
-                        tolerance_large: input.tolerance_large,
-                        allocation: a,
-                        pinned: pinned.is_some(),
-                    }
-                })
-                .collect();
-            ThresholdProfile {
-                buffer_bytes,
-                link_mbps,
-                queue_limits,
-                burst_bytes: burst,
-                mark_floor_bytes: mark_floor,
-                switches,
-                used_bytes,
-                queues,
-            }
-        })
-        .collect()
-}
-
-/// Switches share a threshold profile when these match: buffer, fastest port, and
-/// whether their OS holds queue limits.
-type ProfileKey = (u64, u64, bool);
-
-/// `bytes` rounded up to whole [`THRESHOLD_UNIT`]s; the predicted losses are for the
-/// unrounded room, so they are upper bounds.
-fn whole_units(bytes: f64) -> u64 {
-    (bytes / THRESHOLD_UNIT as f64 - 1e-9).ceil().max(0.0) as u64 * THRESHOLD_UNIT
 }
 
 fn switch_qos(

@@ -145,11 +145,12 @@ fn sibling_cycles(src: &Path) -> Vec<String> {
     cycles
 }
 
-const CRATES: [&str; 7] = [
+const CRATES: [&str; 8] = [
     "src",
     "common/src",
     "netns/src",
     "lab/src",
+    "queue/src",
     "switch-config/src",
     "endhost/src",
     "endhost/core/src",
@@ -163,6 +164,7 @@ fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
         "common/Cargo.toml",
         "netns/Cargo.toml",
         "lab/Cargo.toml",
+        "queue/Cargo.toml",
         "switch-config/Cargo.toml",
         "endhost/core/Cargo.toml",
         "endhost/Cargo.toml",
@@ -203,6 +205,7 @@ fn the_crates_depend_one_way() {
     let edges = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     let expected: BTreeMap<String, BTreeSet<String>> = [
         ("mlt-common", edges(&[])),
+        ("mlt-queue", edges(&[])),
         ("mlt-netns", edges(&["mlt-common"])),
         ("switch-config", edges(&["mlt-common"])),
         ("endhost-core", edges(&["mlt-common"])),
@@ -220,6 +223,7 @@ fn the_crates_depend_one_way() {
                 "endhost",
                 "endhost-core",
                 "mlt-common",
+                "mlt-queue",
                 "mltctl-lab",
                 "switch-config",
             ]),
@@ -339,12 +343,28 @@ fn the_inventory_never_reads_the_plan() {
     }
 }
 
-/// endhost-core is sans-IO: only data dependencies (the vocabulary crate for names and
-/// outcomes, never its files), and no I/O API in its source.
-#[test]
-fn the_core_has_no_io() {
-    let manifest = std::fs::read_to_string(fixture("endhost/core/Cargo.toml")).unwrap();
-    let dependencies: Vec<&str> = manifest
+/// The I/O APIs a sans-IO crate never names.
+const IO: [&str; 14] = [
+    "mlt_common::files",
+    "mlt_common::input",
+    "std::fs",
+    "std::net::TcpStream",
+    "std::net::TcpListener",
+    "std::net::UdpSocket",
+    "std::process",
+    "std::thread",
+    "std::io::stdin",
+    "std::time::Instant",
+    "SystemTime",
+    "libc::",
+    "tokio",
+    "std::env",
+];
+
+/// A crate's dependencies, as its manifest lists them.
+fn dependencies(manifest: &str) -> Vec<String> {
+    std::fs::read_to_string(fixture(manifest))
+        .unwrap()
         .split("[dependencies]")
         .nth(1)
         .unwrap()
@@ -355,32 +375,39 @@ fn the_core_has_no_io() {
         .filter_map(|l| l.split(['=', '.']).next())
         .map(str::trim)
         .filter(|d| !d.is_empty() && !d.starts_with('#'))
-        .collect();
-    assert_eq!(dependencies, ["mlt-common", "ipnet", "serde", "thiserror"]);
-    let forbidden = [
-        "mlt_common::files",
-        "mlt_common::input",
-        "std::fs",
-        "std::net::TcpStream",
-        "std::net::TcpListener",
-        "std::net::UdpSocket",
-        "std::process",
-        "std::thread",
-        "std::io::stdin",
-        "std::time::Instant",
-        "SystemTime",
-        "libc::",
-        "tokio",
-    ];
-    for (module, text) in modules(&fixture("endhost/core/src")) {
-        for api in forbidden {
+        .map(String::from)
+        .collect()
+}
+
+fn assert_no_io(src: &str, name: &str) {
+    for (module, text) in modules(&fixture(src)) {
+        for api in IO {
             assert!(
                 !text.contains(api),
-                "endhost-core::{} uses {api}",
+                "{name}::{} uses {api}",
                 module.join("::")
             );
         }
     }
+}
+
+/// endhost-core is sans-IO: only data dependencies (the vocabulary crate for names and
+/// outcomes, never its files), and no I/O API in its source.
+#[test]
+fn the_core_has_no_io() {
+    assert_eq!(
+        dependencies("endhost/core/Cargo.toml"),
+        ["mlt-common", "ipnet", "serde", "thiserror"]
+    );
+    assert_no_io("endhost/core/src", "endhost-core");
+}
+
+/// The planner's queue model is numerics only: rayon to run independent simulations at
+/// once, and no I/O.
+#[test]
+fn the_queue_model_has_no_io() {
+    assert_eq!(dependencies("queue/Cargo.toml"), ["rayon"]);
+    assert_no_io("queue/src", "mlt-queue");
 }
 
 /// `main.rs` parses the command line and dispatches; commands live in `cli/`.

@@ -93,7 +93,7 @@ fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
     let explained = text(&out.stdout);
     let plan: Plan =
         serde_json::from_slice(&mltctl(&["plan", "-i", LAB, "--json"]).stdout).unwrap();
-    // One row per gradient queue: queue, class, DSCP, layers, then traffic and utilisation.
+    // One row per gradient queue: queue, class, DSCP, layers, then its share of traffic.
     let rows: Vec<Vec<&str>> = explained
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -104,7 +104,7 @@ fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
         let layers = format!("{}-{}", t.first_layer, t.last_layer);
         let want = [queue.as_str(), "gradient", "class", &id, &dscp, &layers];
         assert!(
-            rows.iter().any(|r| r.len() == 9 && r[..6] == want),
+            rows.iter().any(|r| r.len() == 8 && r[..6] == want),
             "no row {want:?} in:\n{explained}"
         );
     }
@@ -113,13 +113,23 @@ fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
     assert!(
         explained.contains("RED/ECN thresholds for a 16.0 MiB buffer at 100 Gbit/s (leaf1, leaf2)")
     );
-    // Every limit holds one burst (16 packets of 1,500 B), and each queue says what set it.
+    // Every limit holds one burst (16 frames of 1,500 B), and each queue says what set it.
     assert!(explained.contains("every L_i holds one burst, 23.4 KiB"));
     assert!(explained.contains("set by (S; L)"));
-    assert!(explained.contains("loss small (tolerance)"));
+    // The model's prediction beside the lab switch's queue, for both kinds of frame.
+    assert!(explained.contains("Not-ECT loss: predicted | simulated (tolerance)"));
+    assert!(explained.contains("ECT loss: predicted | simulated (tolerance)"));
+    assert!(explained.contains("Simulated: the lab switch's queue, an independent emulation"));
+    for q in plan.thresholds.iter().flat_map(|p| &p.queues) {
+        let predicted = format!("{:.2e}±", q.loss_not_ect);
+        assert!(
+            explained.contains(&predicted),
+            "{predicted} in:\n{explained}"
+        );
+    }
     // SONiC and EOS hold L_i; Cumulus and Onyx cannot, and say why.
     assert!(explained.contains("Switches step at S_i (min = max, probability 100%) and drop"));
-    assert!(explained.contains("but cannot hold L_i. Re-solved for that"));
+    assert!(explained.contains("but cannot hold L_i: it is not configured"));
     assert!(explained.contains("  onyx: Onyx documents no per-queue byte limit"));
     assert!(explained.contains("  cumulus: NVUE bounds a traffic class only through"));
     assert!(explained.contains("shared buffer (no queue limit on this OS)"));

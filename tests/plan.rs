@@ -560,31 +560,26 @@ fn sensitivities_move_thresholds_the_expected_way() {
     let base = Plan::build(&small_with(""));
     let q = |plan: &Plan, i: usize| held(plan).queues[i].clone();
     let last = held(&base).queues.len() - 1;
+    let within = |plan: &Plan| {
+        held(plan)
+            .queues
+            .iter()
+            .all(|q| q.loss_not_ect <= q.tolerance_not_ect && q.loss_ect <= q.tolerance_ect)
+    };
 
-    // Back layers less tolerant of loss: the back queue needs more room.
+    // Back layers less tolerant of loss: the back queue drops Not-ECT frames later.
     let strict_back = Plan::build(&small_with("  model: {tolerance: {back_layers: 0.0003}}\n"));
-    assert!(q(&strict_back, last).limit_bytes > q(&base, last).limit_bytes);
-    // Front layers more tolerant: the front queue needs no more room than before.
+    assert!(q(&strict_back, last).mark_bytes > q(&base, last).mark_bytes);
+    assert!(within(&strict_back));
+    // Front layers more tolerant: the front queues step no later than before.
     let lax_front = Plan::build(&small_with("  model: {tolerance: {front_layers: 0.3}}\n"));
-    assert!(q(&lax_front, 0).limit_bytes <= q(&base, 0).limit_bytes);
-    // Large gradients less tolerant: limits (where important packets drop) rise;
-    // marks depend on small gradients only and stay.
+    assert!(q(&lax_front, 1).mark_bytes <= q(&base, 1).mark_bytes);
+    // Large (ECT) gradients ten times less tolerant: still met, by the limits.
     let strict_large = Plan::build(&small_with(
         "  model: {tolerance: {large_gradients: 0.0004}}\n",
     ));
-    for i in 0..=last {
-        assert!(
-            q(&strict_large, i).limit_bytes >= q(&base, i).limit_bytes,
-            "queue {i}"
-        );
-        assert_eq!(
-            q(&strict_large, i).mark_bytes,
-            q(&base, i).mark_bytes,
-            "queue {i}"
-        );
-    }
-    assert!((0..=last).any(|i| q(&strict_large, i).limit_bytes > q(&base, i).limit_bytes));
-    // Small gradients more tolerant: marking (where unimportant packets drop) starts earlier.
+    assert!(within(&strict_large));
+    // Small (Not-ECT) gradients more tolerant: steps (where they drop) come earlier.
     let lax_small = Plan::build(&small_with(
         "  model: {tolerance: {small_gradients: 0.6}}\n",
     ));
@@ -632,11 +627,11 @@ fn an_over_committed_buffer_or_a_loss_over_tolerance_is_a_problem() {
 fn a_scarce_buffer_goes_to_the_more_sensitive_queue() {
     let path = fixture("tests/inventories/valid/small.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    // The floors (one burst per queue, C·RTT/7 on the lowest) and 45,000 B to share.
+    // The floors (one burst per queue, C·RTT/7 on the lowest) and 150,000 B to share.
     let roomy = Plan::build(&load_text(&path, &text));
     let p = held(&roomy);
     let floors = p.burst_bytes * p.queues.len() as u64 + p.mark_floor_bytes;
-    let buffer = floors + 45_000;
+    let buffer = floors + 150_000;
     let scarce = text.replace("buffer_bytes: 1048576", &format!("buffer_bytes: {buffer}"));
     let plan_for = |extra: &str| Plan::build(&load_text(&path, &format!("{scarce}{extra}")));
     let base = plan_for("");

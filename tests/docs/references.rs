@@ -273,7 +273,7 @@ fn bases_of(file: &Path) -> Vec<PathBuf> {
     vec![root().to_path_buf(), dir, package]
 }
 
-/// Whether a code span names a place in the tree, such as `src/plan/thresholds.rs` or
+/// Whether a code span names a place in the tree, such as `src/plan/thresholds/mod.rs` or
 /// `switch-config/src/<vendor>/`.
 fn tree_path(span: &str) -> Option<String> {
     let first = span.split('/').next()?;

@@ -368,7 +368,7 @@ fn json_patch_apply(doc: &mut serde_json::Value, op: &serde_json::Value) {
 /// the vendor modules); SONiC's patch, applied, leaves nothing to change.
 #[test]
 fn the_real_corpus_is_read_and_nothing_foreign_is_touched() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let mut read = 0;
     for (vendor, switch) in [
         (Vendor::Sonic, "spine1"),
@@ -437,7 +437,7 @@ fn the_real_corpus_is_read_and_nothing_foreign_is_touched() {
 #[test]
 fn the_owned_part_reads_back_as_the_same_configuration_and_holds_no_secret() {
     for case in CASES {
-        let plan = plan_of("inventory/lab.yaml");
+        let plan = lab_plan();
         let intent = intent(&plan, case.switch);
         let base =
             std::fs::read_to_string(fixture(&format!("tests/running/lab-base/{}", case.file)))

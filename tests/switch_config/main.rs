@@ -24,6 +24,23 @@ fn plan_of(relative: &str) -> Plan {
     plan_of_text(&path, &text)
 }
 
+/// The lab inventory's plan with every class's thresholds pinned to the values the
+/// running configurations under tests/running/lab were written with: the device texts
+/// stay as devices print them, whatever the threshold model decides.
+fn lab_plan() -> Plan {
+    const PINNED: &str = "  thresholds:
+    - {class: 0, mark_bytes: 9216, limit_bytes: 28672}
+    - {class: 1, mark_bytes: 12288, limit_bytes: 30720}
+    - {class: 2, mark_bytes: 12288, limit_bytes: 30720}
+    - {class: 3, mark_bytes: 18432, limit_bytes: 33792}
+    - {class: 4, mark_bytes: 147456, limit_bytes: 168960}
+    - {class: 5, mark_bytes: 87040, limit_bytes: 98304}
+";
+    let path = fixture("inventory/lab.yaml");
+    let text = std::fs::read_to_string(&path).expect("the lab inventory");
+    plan_of_text(&path, &format!("{text}{PINNED}"))
+}
+
 fn plan_of_text(path: &Path, text: &str) -> Plan {
     match inventory::load_str(path, text) {
         Ok(inv) => Plan::build(&inv),

@@ -7,7 +7,7 @@ use super::*;
 /// MLTCTL_BLESS=1 to rewrite them after an intended change, then review the diff.
 #[test]
 fn golden_files_for_the_lab() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let golden = root().join("tests/golden/lab");
     let rendered = switches::render_all(&plan).expect("the lab renders");
     let vendors: Vec<Vendor> = plan.switches.iter().map(|s| s.intent.vendor).collect();
@@ -65,7 +65,7 @@ fn identical_inputs_give_byte_identical_files() {
 #[test]
 fn every_vendor_reads_back_what_it_renders() {
     let plans = [
-        plan_of("inventory/lab.yaml"),
+        lab_plan(),
         plan_of("tests/inventories/valid/partial-mesh.yaml"),
         plan_of("tests/inventories/valid/one-rack.yaml"),
         generated(4, 8, 3),
@@ -132,7 +132,7 @@ fn a_changed_plan_differs_from_the_old_rendering() {
 
 #[test]
 fn unexpressible_items_name_the_switch_the_item_and_the_vendor() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let mut eos = intent(&plan, "spine2").clone();
     eos.qos.queues[0].queue = 9;
     assert_eq!(
@@ -204,7 +204,7 @@ pub(crate) fn sonic_tables(intent: &SwitchIntent) -> serde_json::Value {
 fn sonic_output_validates_against_the_sonic_yang_models() {
     let dir = scratch("yang-valid");
     let mut checked = 0;
-    for plan in [plan_of("inventory/lab.yaml"), generated(4, 4, 2)] {
+    for plan in [lab_plan(), generated(4, 4, 2)] {
         for switch in plan
             .switches
             .iter()
@@ -221,7 +221,7 @@ fn sonic_output_validates_against_the_sonic_yang_models() {
 
 #[test]
 fn a_broken_sonic_rendering_fails_yang_validation() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let intent = intent(&plan, "spine1");
     let dir = scratch("yang-broken");
     // A WRED profile whose maximum is below its minimum.

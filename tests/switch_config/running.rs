@@ -7,7 +7,7 @@ use crate::rendering::sonic_tables;
 /// left out, ranges and lists, other units and spellings, and plenty the plan does not
 /// own (interfaces, BGP, users, other QoS profiles, management routes).
 pub(crate) fn realistic(switch: &str, file: &str) -> (SwitchIntent, String) {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let running = std::fs::read_to_string(fixture(&format!("tests/running/lab/{file}"))).unwrap();
     (intent(&plan, switch).clone(), running)
 }
@@ -447,7 +447,7 @@ fn a_sonic_patch_creates_missing_tables_before_their_objects() {
 /// drop precedence is read for its class, maps to DSCP or CoS are left alone.
 #[test]
 fn eos_map_lines_the_plan_does_not_own_are_read_or_left_alone() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let spine2 = intent(&plan, "spine2");
     let rendered = switch_config::render(spine2).unwrap();
     let running = format!(
@@ -465,7 +465,7 @@ fn eos_map_lines_the_plan_does_not_own_are_read_or_left_alone() {
 /// the plan's.
 #[test]
 fn eos_interface_queue_settings_on_planned_ports_are_drift() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let spine2 = intent(&plan, "spine2");
     let rendered = switch_config::render(spine2).unwrap();
     let running = format!(
@@ -502,7 +502,7 @@ fn eos_interface_queue_settings_on_planned_ports_are_drift() {
 /// never removed.
 #[test]
 fn sonic_global_qos_binding_is_never_removed() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let spine1 = intent(&plan, "spine1");
     let mut running: serde_json::Value =
         serde_json::from_str(&switch_config::render(spine1).unwrap()).unwrap();
@@ -518,7 +518,7 @@ fn sonic_global_qos_binding_is_never_removed() {
 /// binding at all.
 #[test]
 fn a_stale_sonic_buffer_binding_is_removed_whole() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let spine1 = intent(&plan, "spine1");
     let mut running = sonic_tables(spine1);
     running["BUFFER_QUEUE"]["Ethernet8|3"] = serde_json::json!({"profile": "MLT_Q3_LIMIT"});
@@ -539,7 +539,7 @@ fn a_stale_sonic_buffer_binding_is_removed_whole() {
 /// the others keep theirs, so no two entries set one queue.
 #[test]
 fn sonic_queue_ranges_shared_with_the_plan_are_split() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let spine1 = intent(&plan, "spine1");
     let mut running: serde_json::Value =
         serde_json::from_str(&switch_config::render(spine1).unwrap()).unwrap();
@@ -577,7 +577,7 @@ fn sonic_queue_ranges_shared_with_the_plan_are_split() {
 /// bindings (PFC) and multi-line quoted values are left alone.
 #[test]
 fn nvue_profiles_bound_on_the_plans_ports_are_unset() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let leaf1 = intent(&plan, "leaf1");
     let running = format!(
         "{}\nnv set interface swp2,31-32 qos egress-scheduler profile uplinks\n\
@@ -604,7 +604,7 @@ fn nvue_profiles_bound_on_the_plans_ports_are_unset() {
 /// difference, and a foreign route in the plan's scope in that form is seen.
 #[test]
 fn nvue_routes_as_nv_config_show_prints_them() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let leaf1 = intent(&plan, "leaf1");
     let printed: String = switch_config::render(leaf1)
         .unwrap()

@@ -8,7 +8,7 @@ use super::*;
 /// default-global QoS names no port) never writes it.
 #[test]
 fn a_control_character_in_any_value_is_refused() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     for name in ["spine1", "spine2", "leaf1", "leaf2"] {
         let mut hostile = intent(&plan, name).clone();
         hostile.qos.ports[0].push_str("\nusername evil privilege 15 secret 0 x");
@@ -31,7 +31,7 @@ fn a_control_character_in_any_value_is_refused() {
 /// plan's scope, so it is to be removed) reaches that shell as one quoted word.
 #[test]
 fn foreign_words_in_nvue_commands_are_quoted() {
-    let plan = plan_of("inventory/lab.yaml");
+    let plan = lab_plan();
     let leaf1 = intent(&plan, "leaf1");
     let owned = leaf1.route_scope[0];
     let running = format!(

@@ -92,8 +92,10 @@ use crate::inventory::{Inventory, PinnedThreshold, THRESHOLD_UNIT, Tolerance};
 /// Tolerances are kept below this, so no queue is planned to lose everything.
 const MAX_TOLERANCE: f64 = 0.999;
 
-/// Bisection rounds that lower the steps (each a simulation).
+/// Bisection rounds that lower the steps, and rounds that raise a step lowered too far
+/// (each a simulation).
 const MARK_ROUNDS: u64 = 6;
+const REPAIR_ROUNDS: u64 = 3;
 
 /// Seeds of the simulations: fixed, so a plan is the same every time.
 const OPEN_SEED: u64 = 0x6d6c_745f_6f70_656e;
@@ -246,7 +248,8 @@ pub fn solve(
     };
     // Dropping shortens a queue, so the open tails overstate what a step drops: lower
     // every step, together, by bisection while its queue stays within the margin.
-    let mut within: Vec<u32> = chosen.iter().map(|c| c.limits.mark).collect();
+    let open_marks: Vec<u32> = chosen.iter().map(|c| c.limits.mark).collect();
+    let mut within = open_marks.clone();
     let mut beyond: Vec<u32> = queues.iter().map(|q| q.mark_floor.max(1) - 1).collect();
     for _ in 0..MARK_ROUNDS {
         let mut trial = chosen.clone();
@@ -282,13 +285,30 @@ pub fn solve(
             };
         }
     }
+    // The bisection compared coarser counts than the prediction makes: a step it
+    // lowered too far goes back up, halfway to where the open tails put it at a time.
+    let mut predicted = predict(&held(&chosen), &PREDICTION);
+    for _ in 0..REPAIR_ROUNDS {
+        let mut raised = false;
+        for (i, c) in chosen.iter_mut().enumerate() {
+            let over = predicted[i].not_ect.fraction > queues[i].tolerance_not_ect;
+            if over && c.limits.mark < open_marks[i] {
+                c.limits.mark += (open_marks[i] - c.limits.mark).div_ceil(2);
+                c.mark_set_by = SetBy::Tolerance;
+                raised = true;
+            }
+        }
+        if !raised {
+            break;
+        }
+        predicted = predict(&held(&chosen), &PREDICTION);
+    }
     let held = held(&chosen);
     if !queue_limits {
         for c in &mut chosen {
             c.limit_set_by = SetBy::SharedBuffer;
         }
     }
-    let predicted = predict(&held, &PREDICTION);
     Solved {
         chosen,
         losses: predicted.iter().map(|e| (e.not_ect, e.ect)).collect(),

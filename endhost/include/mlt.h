@@ -32,6 +32,7 @@ typedef struct mlt_completion {
     uint64_t op;          /* the handle the post returned */
     int32_t status;       /* 0: done; -1: failed, see error */
     double delivered;     /* fraction of the values that arrived (1 for sends) */
+    double exact;         /* fraction of the result's values no loss reached */
     uint64_t elapsed_ns;  /* from post to completion */
     char error[256];      /* NUL-terminated reason when status is -1 */
 } mlt_completion;

@@ -62,6 +62,8 @@ pub struct MltCompletion {
     pub status: i32,
     /// Fraction of the values that arrived (1 for sends).
     pub delivered: f64,
+    /// Fraction of the result's values no loss reached (1 for sends).
+    pub exact: f64,
     pub elapsed_ns: u64,
     pub error: [c_char; 256],
 }
@@ -256,6 +258,7 @@ fn fill(t: &mut State, handle: u64, result: Result<Done, OpError>, out: &mut Mlt
         Ok(done) => {
             out.status = 0;
             out.delivered = done.delivered;
+            out.exact = done.exact;
             out.elapsed_ns = done.elapsed_ns;
             if let Some((ptr, len)) = target {
                 let n = len.min(done.data.len());
@@ -266,6 +269,7 @@ fn fill(t: &mut State, handle: u64, result: Result<Done, OpError>, out: &mut Mlt
         Err(e) => {
             out.status = -1;
             out.delivered = 0.0;
+            out.exact = 0.0;
             out.elapsed_ns = 0;
             for (slot, byte) in out.error.iter_mut().zip(e.0.bytes().take(255)) {
                 *slot = byte as c_char;

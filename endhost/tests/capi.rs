@@ -125,7 +125,10 @@ fn a_c_program_runs_an_allreduce_through_mlt_h() {
                 .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
                 .collect::<Vec<_>>()
         );
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok 1.000");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "ok 1.000 1.000"
+        );
     }
 }
 

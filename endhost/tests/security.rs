@@ -216,12 +216,8 @@ fn a_bitmap_flood_resends_no_more_than_the_message() {
         round: 0,
         step: 0,
     };
-    let region = Region {
-        buffer: Rc::new(RefCell::new(vec![1.0; len])),
-        start: 0,
-        len,
-    };
-    sender.post_send(1, id, region, Rc::new(Vec::new()), 0.0);
+    let region = Region::new(Rc::new(RefCell::new(vec![1.0; len])), 0, len);
+    sender.post_send(1, id, region, Rc::new(Vec::new()));
     sender.handle_control(0, 1, Control::Ready { id, handle: 5 });
     // Everything the sender sends in 10 ms from `now` on.
     let drain = |sender: &mut Endpoint, now: u64| {

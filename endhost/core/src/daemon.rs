@@ -77,6 +77,8 @@ pub struct Attached {
 pub struct AllreduceReply {
     pub error: Option<String>,
     pub delivered: f64,
+    /// The fraction of the result's values no loss reached.
+    pub exact: f64,
     /// The collective's time in the transport (on failure: until it failed).
     pub seconds: f64,
 }

@@ -28,7 +28,8 @@
 //! kept that packet's send time, so the RTT needs no timestamp on the wire.
 //!
 //! Version 3 changed the control channel's HELLO (a nonce, and the job key's proof);
-//! the data header is version 2's.
+//! version 4 narrowed the kind to three bits for a fifth flag, [`Flags::INEXACT`], which
+//! carries a loss on towards the result, so a receiver knows which values are exact.
 //!
 //! The header is 16 bytes (version 1 had 36): with a 1,500-byte MTU a packet carries
 //! 364 values (1,456 bytes), 98.9% of the datagram.
@@ -36,14 +37,18 @@
 use std::fmt;
 
 pub const MAGIC: u8 = 0x4d; // "M"
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 pub const HEADER_LEN: usize = 16;
+
+/// Bits of the kind-and-flags byte that hold flags (the low ones).
+const FLAG_BITS: u8 = 5;
+const FLAG_MASK: u8 = (1 << FLAG_BITS) - 1;
 
 mod field {
     use std::ops::Range;
     pub const MAGIC: usize = 0;
     pub const VERSION: usize = 1;
-    /// Kind in the high four bits, flags in the low four.
+    /// Kind in the high three bits, flags in the low five.
     pub const KIND_FLAGS: usize = 2;
     pub const JOB_TAG: usize = 3;
     pub const RANK: Range<usize> = 4..6;
@@ -71,6 +76,10 @@ impl Flags {
     pub const RETRANSMIT: u8 = 0x04;
     /// The sender asks for an acknowledgement of this packet (rate control's RTT).
     pub const ACK_REQUEST: u8 = 0x08;
+    /// A loss reached some of the packet's values on their way to the sender (a packet
+    /// missing from a step before, or one itself so marked): the receiver's result
+    /// there is not exact.
+    pub const INEXACT: u8 = 0x10;
 
     pub fn has(self, bit: u8) -> bool {
         self.0 & bit != 0
@@ -155,7 +164,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     pub fn kind(&self) -> Option<Kind> {
-        match self.buffer.as_ref()[field::KIND_FLAGS] >> 4 {
+        match self.buffer.as_ref()[field::KIND_FLAGS] >> FLAG_BITS {
             1 => Some(Kind::Data),
             2 => Some(Kind::Ack),
             _ => None,
@@ -163,7 +172,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     pub fn flags(&self) -> Flags {
-        Flags(self.buffer.as_ref()[field::KIND_FLAGS] & 0x0f)
+        Flags(self.buffer.as_ref()[field::KIND_FLAGS] & FLAG_MASK)
     }
 
     pub fn job_tag(&self) -> u8 {
@@ -213,7 +222,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let data = self.buffer.as_mut();
         data[field::MAGIC] = MAGIC;
         data[field::VERSION] = VERSION;
-        data[field::KIND_FLAGS] = (header.kind as u8) << 4 | header.flags.0 & 0x0f;
+        data[field::KIND_FLAGS] = (header.kind as u8) << FLAG_BITS | header.flags.0 & FLAG_MASK;
         data[field::JOB_TAG] = header.job_tag;
         self.put(field::RANK, &header.rank.to_be_bytes());
         self.put(field::LENGTH, &header.length.to_be_bytes());
@@ -298,7 +307,7 @@ mod tests {
         assert_eq!(
             &bytes[..HEADER_LEN],
             &[
-                0x4d, VERSION, 0x13, 7, 0, 2, 0, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0, 0x04, 0xd2
+                0x4d, VERSION, 0x23, 7, 0, 2, 0, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0, 0x04, 0xd2
             ]
         );
     }
@@ -306,11 +315,11 @@ mod tests {
     #[test]
     fn every_flag_has_a_meaning() {
         let mut h = header();
-        h.flags = Flags(0x0f);
+        h.flags = Flags(0x1f);
         let bytes = emitted(&h);
         assert_eq!(
             Packet::new_checked(&bytes[..]).unwrap().flags(),
-            Flags(0x0f)
+            Flags(0x1f)
         );
     }
 
@@ -330,8 +339,11 @@ mod tests {
             Packet::new_checked(b).map(drop).unwrap_err()
         };
         assert_eq!(edit(0, 0x00), WireError::Foreign);
-        // Version 1's packets (36-byte headers) are foreign to version 2.
-        assert_eq!(edit(1, 1), WireError::Foreign);
+        // Earlier versions' packets are foreign (version 1 had 36-byte headers, versions
+        // 2 and 3 a four-bit kind).
+        for version in 1..VERSION {
+            assert_eq!(edit(1, version), WireError::Foreign);
+        }
         // An unknown kind.
         assert_eq!(edit(2, 0x93), WireError::Malformed);
         // A length of part of an element.

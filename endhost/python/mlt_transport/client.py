@@ -79,6 +79,8 @@ class Transport:
         self.region_values = 0
         # The last allreduce's time in the transport itself, seconds.
         self.last_seconds = None
+        # The fraction of the last allreduce's result no loss reached.
+        self.last_exact = None
         self.status = self._call({"op": "status"})
         if local_rank is None and "LOCAL_RANK" not in os.environ and self.status["local_ranks"] > 1:
             self.close()
@@ -174,7 +176,8 @@ class Transport:
     def allreduce_shared(self, values, layers=(), loss_bound=None):
         """Allreduces the first `values` f32 of the region in place (a sum over every
         rank of the job). layers: (first value, layer) pairs, ascending. loss_bound:
-        this allreduce's, default the job's. Returns the fraction delivered."""
+        this allreduce's, default the job's: at most that share of the result is not
+        exact. Returns the fraction delivered; `last_exact` holds the fraction exact."""
         if values > self.region_values:
             raise TransportError("attach a region large enough first")
         request = {"op": "allreduce_shared", "values": int(values),
@@ -185,4 +188,5 @@ class Transport:
         if reply.get("error"):
             raise TransportError(f"allreduce: {reply['error']}")
         self.last_seconds = reply["seconds"]
+        self.last_exact = reply["exact"]
         return reply["delivered"]

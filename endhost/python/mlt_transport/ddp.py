@@ -64,8 +64,10 @@ class HookState:
         # The largest parameter difference a re-sync corrected so far, and the last.
         self.max_drift = 0.0
         self.last_drift = None
-        # The fraction delivered by the last bucket's allreduce.
+        # The fraction delivered by the last bucket's allreduce, and the fraction of its
+        # result no loss reached.
         self.delivered = 1.0
+        self.exact = 1.0
         self._view = None
         # One worker: the transport must see every rank's allreduces in one order.
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mlt-hook")
@@ -95,6 +97,7 @@ class HookState:
         shared = self._region(flat.numel())
         shared.copy_(flat)
         self.delivered = self.transport.allreduce_shared(flat.numel(), layers, loss_bound)
+        self.exact = self.transport.last_exact
         shared.div_(self.world_size)
         flat.copy_(shared)
         if flat.data_ptr() != tensor.data_ptr():

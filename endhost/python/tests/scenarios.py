@@ -119,6 +119,7 @@ def resync():
         "drifts": drifts,
         "max_drift": state.max_drift,
         "loss_bound": state.transport.status["loss_bound"],
+        "exact": state.exact,
         "replicas_equal": gathered_equal(flat),
     }))
     state.close()

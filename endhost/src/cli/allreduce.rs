@@ -50,7 +50,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!(
                 "{}",
                 serde_json::json!({"iteration": iteration, "rank": status.rank,
-                    "seconds": reply.seconds, "delivered": reply.delivered, "exact": exact})
+                    "seconds": reply.seconds, "delivered": reply.delivered, "exact": exact,
+                    "reported_exact": reply.exact})
             );
         } else {
             println!(

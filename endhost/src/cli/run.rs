@@ -19,7 +19,8 @@ use super::CollectiveArg;
 /// --iterations allreduces of --size bytes run, each after a barrier. Each rank's
 /// input is known to all (rank r sends (r+1)·m(k), magnitudes varying by packet), so
 /// each prints the time, the fraction delivered and the fraction of values that are
-/// the exact sum. Use it to check a fabric before training, or to measure it.
+/// the exact sum (with --json also the fraction the transport itself reports exact,
+/// `reported_exact`: at least 1 − the loss bound). Use it to check a fabric before training, or to measure it.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -109,6 +110,7 @@ pub fn run(options: Args) -> anyhow::Result<()> {
                     "{}",
                     serde_json::json!({"iteration": iteration, "seconds": seconds,
                         "delivered": done.delivered, "exact": exact,
+                        "reported_exact": done.exact,
                         "link": {"busy_s": secs(|l| l.busy_ns),
                             "rate_limited_s": secs(|l| l.rate_limited_ns),
                             "idle_s": secs(|l| l.idle_ns),

@@ -589,6 +589,7 @@ fn reply(outcome: &Result<Done, String>, started: Instant) -> AllreduceReply {
         Ok(done) => AllreduceReply {
             error: None,
             delivered: done.delivered,
+            exact: done.exact,
             seconds: done.elapsed_ns as f64 / 1e9,
         },
         Err(e) => failed(e.clone(), started.elapsed().as_secs_f64()),
@@ -599,6 +600,7 @@ fn failed(error: String, seconds: f64) -> AllreduceReply {
     AllreduceReply {
         error: Some(error),
         delivered: 0.0,
+        exact: 0.0,
         seconds,
     }
 }

@@ -45,6 +45,6 @@ int main(int argc, char **argv) {
         if (data[i] != want) { fprintf(stderr, "value %d is %f, not %f\n", i, data[i], want); return 1; }
     }
     mlt_stop(t);
-    printf("ok %.3f\n", c.delivered);
+    printf("ok %.3f %.3f\n", c.delivered, c.exact);
     return 0;
 }

@@ -5,11 +5,12 @@
 #![allow(dead_code)] // each test uses its own subset
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use endhost_core::collective::{Completion, Engine, OpId};
 use endhost_core::config::{ClassTag, Importance, RateControl, Tagging, Timeouts};
 use endhost_core::proto::{Control, Endpoint, EndpointConfig};
+use endhost_core::wire::{Flags, Kind, Packet};
 
 /// How the network misbehaves.
 #[derive(Debug, Clone, Copy)]
@@ -79,9 +80,21 @@ pub struct Sim {
     order: u64,
     pub datagrams_sent: u64,
     pub datagrams_lost: u64,
+    /// Every send's first pass, by (sender, receiver, the receiver's handle).
+    pub first_passes: BTreeMap<(u16, u16, u32), FirstPass>,
 }
 
-pub fn tagging(layers: u32) -> Tagging {
+/// What a send's first-pass packets were.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FirstPass {
+    pub packets: u32,
+    /// Sent ECN-capable.
+    pub important: u32,
+    /// Whose values were all zero.
+    pub zeros: u32,
+}
+
+pub fn tagging(layers: u32, quantile: f64) -> Tagging {
     Tagging {
         control_dscp: 46,
         layers,
@@ -101,12 +114,45 @@ pub fn tagging(layers: u32) -> Tagging {
                 last_layer: layers.saturating_sub(1),
             },
         ],
-        importance: Importance::default(),
+        importance: Importance {
+            quantile,
+            ..Importance::default()
+        },
     }
 }
 
 impl Sim {
     pub fn new(world: u16, faults: Faults, seed: u64, timeouts: Timeouts) -> Sim {
+        // Small pieces, so that most collectives here are pipelined.
+        Sim::build(world, faults, seed, timeouts, 400, 0.5)
+    }
+
+    /// A network without faults whose collectives are not pipelined (a send per
+    /// step), tagging at `quantile`.
+    pub fn unpiped(world: u16, seed: u64, quantile: f64) -> Sim {
+        let timeouts = Timeouts {
+            phase_ms: 60_000,
+            early_exit: false,
+        };
+        Sim::build(
+            world,
+            Faults::NONE,
+            seed,
+            timeouts,
+            usize::MAX / 2,
+            quantile,
+        )
+    }
+
+    /// Collectives pipelined in pieces of `slice_elems` values.
+    pub fn build(
+        world: u16,
+        faults: Faults,
+        seed: u64,
+        timeouts: Timeouts,
+        slice_elems: usize,
+        quantile: f64,
+    ) -> Sim {
         let engines = (0..world)
             .map(|rank| {
                 let config = EndpointConfig {
@@ -116,14 +162,13 @@ impl Sim {
                     mtu: 1500,
                     rate: RateControl::default(),
                     line_bps: 10e9,
-                    tagging: tagging(8),
+                    tagging: tagging(8, quantile),
                     paths: vec![2; usize::from(world)],
                     early_exit: timeouts.early_exit,
                     // Each end its own handles, as with random seeds.
                     handle_seed: (seed as u32) ^ u32::from(rank).wrapping_mul(2_654_435_761),
                 };
-                // Small pieces, so that most collectives here are pipelined.
-                Engine::new(Endpoint::new(config, 0), timeouts).with_slice_elems(400)
+                Engine::new(Endpoint::new(config, 0), timeouts).with_slice_elems(slice_elems)
             })
             .collect();
         Sim {
@@ -138,6 +183,7 @@ impl Sim {
             order: 0,
             datagrams_sent: 0,
             datagrams_lost: 0,
+            first_passes: BTreeMap::new(),
         }
     }
 
@@ -154,8 +200,18 @@ impl Sim {
         for rank in 0..self.engines.len() {
             while let Some(tx) = self.engines[rank].poll_transmit(self.now, &mut buf) {
                 self.datagrams_sent += 1;
-                let retransmit = endhost_core::wire::Packet::new_checked(&buf[..tx.len])
-                    .is_ok_and(|p| p.flags().has(endhost_core::wire::Flags::RETRANSMIT));
+                let packet =
+                    Packet::new_checked(&buf[..tx.len]).expect("a packet the sim can read");
+                let retransmit = packet.flags().has(Flags::RETRANSMIT);
+                if packet.kind() == Some(Kind::Data) && !retransmit {
+                    let pass = self
+                        .first_passes
+                        .entry((rank as u16, tx.peer, packet.message()))
+                        .or_default();
+                    pass.packets += 1;
+                    pass.important += u32::from(packet.flags().has(Flags::IMPORTANT));
+                    pass.zeros += u32::from(packet.payload().iter().all(|&b| b == 0));
+                }
                 if self.rng.chance(self.faults.loss) || (retransmit && self.faults.drop_retransmits)
                 {
                     self.datagrams_lost += 1;

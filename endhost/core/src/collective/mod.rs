@@ -8,6 +8,15 @@
 //! Loss semantics: gradients missing from a reduction add nothing (zeros); values
 //! missing from an all-gather keep what the buffer held (the previous values).
 //!
+//! The loss bound p is on the result: at most p of each rank's result values are not
+//! exact. A value passes through several messages on its way (a ring's 2(g − 1) steps;
+//! a shard's g − 1 contributions and its way back from the server), and a loss in any
+//! of them reaches it, so each message may lose p divided by that depth
+//! ([`message_bound`]). Messages of one value line up packet for packet (each step
+//! sends the range the step before received), so the losses of a value's messages add
+//! up, never more; the result's mask of inexact values ([`crate::proto::Inexact`]) gives
+//! [`Done::exact`].
+//!
 //! Timeouts: an operation that makes no progress (no transfer completes) for
 //! `phase_ms` fails with an error naming what it waits for — a dead peer never hangs a
 //! collective. With `early_exit` (off by default), the protocol core also ends a
@@ -20,7 +29,7 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use crate::config::Timeouts;
-use crate::proto::{Buffer, Endpoint, Event, LayerMap, Place, Region, tagging};
+use crate::proto::{Buffer, Endpoint, Event, Inexact, LayerMap, Place, Region};
 use crate::wire::MessageId;
 use schedule::{Direction, Transfer};
 
@@ -73,7 +82,21 @@ pub struct Done {
     pub data: Vec<f32>,
     /// The smallest fraction delivered over the operation's receives (1 if none).
     pub delivered: f64,
+    /// The fraction of the result's values no loss reached (at least 1 − the loss
+    /// bound, unless a receive ended early).
+    pub exact: f64,
     pub elapsed_ns: u64,
+}
+
+/// Each message's loss bound when at most `loss_bound` of the result may be inexact:
+/// the bound divided by how many messages' losses can reach one result value.
+pub fn message_bound(loss_bound: f64, algorithm: &Algorithm, members: usize) -> f64 {
+    let depth = match algorithm {
+        Algorithm::Ring => 2 * members.saturating_sub(1),
+        // A shard takes g − 1 contributions, then goes back to every member.
+        Algorithm::Transpose | Algorithm::Ps { .. } => members,
+    };
+    loss_bound / depth.max(1) as f64
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,15 +108,10 @@ struct Op {
     round: u32,
     what: String,
     buffer: Buffer,
+    /// The buffer's values a loss reached.
+    inexact: Inexact,
     layers: LayerMap,
-    /// The importance threshold of this rank's tensor, taken before anything moves.
-    threshold: f32,
-    /// Pieces cut from each step of the schedule (1: not pipelined).
-    slices: u16,
-    /// Sends of reduced data: their pieces' sampled magnitude before any reduction.
-    unreduced: HashMap<usize, f64>,
-    /// Thresholds of the steps that send reduced data, set by their first piece.
-    step_thresholds: HashMap<u16, f32>,
+    /// Each message's loss bound.
     loss_bound: f64,
     transfers: Vec<Transfer>,
     done: Vec<bool>,
@@ -115,30 +133,6 @@ impl Op {
     fn finished(&self) -> bool {
         self.done.iter().all(|&d| d)
     }
-
-    /// The importance threshold of send `i`. A send of this rank's own values uses the
-    /// tensor's; a send of reduced values (a later ring step, a server's shard) uses
-    /// the tensor's scaled by how much the reduction grew the values, measured on the
-    /// step's first piece to be sent, so every piece of the step shares one threshold
-    /// and the tensor's large regions stay the important ones.
-    fn send_threshold(&mut self, i: usize, packet_elems: usize) -> f32 {
-        let Some(&before) = self.unreduced.get(&i) else {
-            return self.threshold;
-        };
-        let t = &self.transfers[i];
-        let step = t.step / self.slices.max(1);
-        if let Some(&threshold) = self.step_thresholds.get(&step) {
-            return threshold;
-        }
-        let now = {
-            let buffer = self.buffer.borrow();
-            tagging::sampled_magnitude(&buffer[t.start..t.start + t.len], packet_elems)
-        };
-        let scale = if before > 0.0 { now / before } else { 1.0 };
-        let threshold = (f64::from(self.threshold) * scale) as f32;
-        self.step_thresholds.insert(step, threshold);
-        threshold
-    }
 }
 
 /// What an operation starts from.
@@ -148,9 +142,9 @@ struct Start {
     what: String,
     data: Vec<f32>,
     layers: Vec<(usize, u16)>,
+    /// Each message's.
     loss_bound: f64,
     transfers: Vec<Transfer>,
-    slices: u16,
 }
 
 /// The protocol core plus the operations running on it.
@@ -257,7 +251,6 @@ impl Engine {
         };
         let slices = schedule::slices(&transfers, self.slice_elems, MAX_SLICES, POINT_TO_POINT);
         let transfers = schedule::pipelined(transfers, slices);
-        let slices = slices as u16;
         let round = self.round(spec.tensor, None);
         let what = format!(
             "allreduce of tensor {} (round {round}, {:?})",
@@ -271,9 +264,8 @@ impl Engine {
                 what,
                 data,
                 layers: spec.layers,
-                loss_bound: spec.loss_bound,
+                loss_bound: message_bound(spec.loss_bound, &spec.algorithm, group.len()),
                 transfers,
-                slices,
             },
         )
     }
@@ -351,7 +343,6 @@ impl Engine {
                 layers,
                 loss_bound,
                 transfers: vec![transfer],
-                slices: 1,
             },
         )
     }
@@ -365,36 +356,16 @@ impl Engine {
             layers,
             loss_bound,
             transfers,
-            slices,
         } = start;
         let id = self.new_op_id();
         let count = transfers.len();
-        let sends = transfers.iter().any(|t| t.direction == Direction::Send);
-        let threshold = if sends {
-            self.endpoint.importance_threshold(&data)
-        } else {
-            0.0
-        };
-        let packet_elems = self.endpoint.payload_elems();
-        let unreduced = transfers
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.direction == Direction::Send && !t.after.is_empty())
-            .map(|(i, t)| {
-                let piece = &data[t.start..t.start + t.len];
-                (i, tagging::sampled_magnitude(piece, packet_elems))
-            })
-            .collect();
         let op = Op {
             tensor,
             round,
             what,
             buffer: Rc::new(std::cell::RefCell::new(data)),
+            inexact: Inexact::default(),
             layers: Rc::new(layers),
-            threshold,
-            slices,
-            unreduced,
-            step_thresholds: HashMap::new(),
             loss_bound,
             transfers,
             done: vec![false; count],
@@ -435,15 +406,13 @@ impl Engine {
                 buffer: op.buffer.clone(),
                 start: t.start,
                 len: t.len,
+                inexact: op.inexact.clone(),
             };
             let id = op.id(t.step);
             match t.direction {
-                Direction::Send => {
-                    let threshold = op.send_threshold(i, self.endpoint.payload_elems());
-                    let t = &op.transfers[i];
-                    self.endpoint
-                        .post_send(t.peer, id, region, op.layers.clone(), threshold)
-                }
+                Direction::Send => self
+                    .endpoint
+                    .post_send(t.peer, id, region, op.layers.clone()),
                 Direction::Recv => {
                     self.endpoint
                         .post_recv(t.peer, id, region, t.place, op.loss_bound)
@@ -466,6 +435,7 @@ impl Engine {
         }
         let Op {
             buffer,
+            inexact,
             delivered,
             began_ns,
             ..
@@ -474,11 +444,21 @@ impl Engine {
             Ok(cell) => cell.into_inner(),
             Err(shared) => shared.borrow().clone(),
         };
+        let values = data.len();
+        let exact_values = values - inexact.borrow().count(0..values);
+        self.endpoint
+            .count_result(values as u64, exact_values as u64);
+        let exact = if values == 0 {
+            1.0
+        } else {
+            exact_values as f64 / values as f64
+        };
         self.completions.push_back(Completion {
             op: op_id,
             result: Ok(Done {
                 data,
                 delivered,
+                exact,
                 elapsed_ns: now.saturating_sub(began_ns),
             }),
         });

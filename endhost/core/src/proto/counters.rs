@@ -31,6 +31,15 @@ pub struct ClassCounters {
     pub important_fraction: f64,
 }
 
+/// The collectives' results: how many values, and how many of them no loss reached.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ResultCounters {
+    pub values: u64,
+    pub exact_values: u64,
+    /// exact_values / values (1 before any result).
+    pub exact_fraction: f64,
+}
+
 /// Datagrams dropped before reaching any message, by reason.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Dropped {
@@ -91,6 +100,7 @@ pub struct Counters {
     /// Bitmaps refused: ranges out of order, overlapping, empty or past the message.
     pub bitmaps_rejected: u64,
     pub link: LinkTime,
+    pub results: ResultCounters,
 }
 
 impl Counters {

@@ -118,6 +118,17 @@ impl Incoming {
         self.bitmap[seq as usize / 64] & (1 << (seq % 64)) != 0
     }
 
+    /// Marks the values of every packet that has not arrived as inexact: a reduction
+    /// lacks their contribution, a copy keeps what the buffer held.
+    pub(super) fn mark_missing(&self, payload_elems: usize) {
+        let mut inexact = self.region.inexact.borrow_mut();
+        for seq in (0..self.packets).filter(|&seq| !self.has(seq)) {
+            let first = seq as usize * payload_elems;
+            let end = (first + payload_elems).min(self.region.len);
+            inexact.mark(self.region.start + first..self.region.start + end);
+        }
+    }
+
     /// Missing packets, as (first, count) ranges, the first `wanted` of them.
     pub(super) fn missing(&self, wanted: u32) -> Vec<(u32, u32)> {
         let mut ranges: Vec<(u32, u32)> = Vec::new();

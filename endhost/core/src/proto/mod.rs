@@ -8,8 +8,12 @@
 //!   message and their sequence; each is placed on arrival (copied, or added for a
 //!   reduction), in any order. Duplicates are recognised by a bitmap and placed once.
 //! - **Tagging.** Each data packet's IP TOS holds its layer's DSCP and, when its mean
-//!   |gradient| is above its tensor's threshold (a quantile of sampled packet means),
-//!   ECT(0).
+//!   |gradient| is above its send's threshold (a quantile of the send's own packet
+//!   means, taken when the send starts, after any reduction), ECT(0).
+//! - **Exactness.** A receive marks the values of packets it never got, and of packets
+//!   that came flagged INEXACT, in the buffer's [`Inexact`] mask; a send flags a packet
+//!   INEXACT when the mask reaches any of its values. The collective's result so knows
+//!   which of its values no loss reached.
 //! - **Bounded-loss delivery.** A receiver first tells the sender it is ready (the
 //!   rendezvous, over the control channel), with the handle its packets will carry. It
 //!   sends STOP once (1 − p) of the message has arrived. After its last packet the
@@ -30,6 +34,7 @@
 
 pub mod control;
 pub mod counters;
+mod inexact;
 mod message;
 pub mod rate;
 pub mod tagging;
@@ -43,6 +48,7 @@ use crate::config::{RateControl, Tagging};
 use crate::wire::{Flags, HEADER_LEN, Header, Kind, MessageId, Packet, job_tag};
 pub use control::Control;
 pub use counters::{Counters, LinkTime};
+pub use inexact::{Inexact, InexactMask};
 use message::{
     Incoming, Outgoing, PROBE_FLOOR_US, PROBE_SETTLE_US, probe_wait_ns, ranges_are_sound,
 };
@@ -57,12 +63,25 @@ pub const IP_UDP_HEADERS: usize = 28;
 /// The Ethernet header, which a link's rate is spent on too.
 const ETHERNET_HEADER: usize = 14;
 
-/// A range of elements of a buffer.
+/// A range of elements of a buffer, and the mask of the buffer's values a loss reached.
 #[derive(Debug, Clone)]
 pub struct Region {
     pub buffer: Buffer,
     pub start: usize,
     pub len: usize,
+    pub inexact: Inexact,
+}
+
+impl Region {
+    /// A range of a buffer no loss has reached yet (a mask of its own).
+    pub fn new(buffer: Buffer, start: usize, len: usize) -> Region {
+        Region {
+            buffer,
+            start,
+            len,
+            inexact: Inexact::default(),
+        }
+    }
 }
 
 /// What a receive does with arriving values.
@@ -251,22 +270,23 @@ impl Endpoint {
         for class in &mut counters.classes {
             class.important_fraction = class.important_sent as f64 / class.packets_sent as f64;
         }
+        let results = &mut counters.results;
+        results.exact_fraction = if results.values == 0 {
+            1.0
+        } else {
+            results.exact_values as f64 / results.values as f64
+        };
         counters
+    }
+
+    /// Counts a collective's result: `values`, of which `exact` no loss reached.
+    pub fn count_result(&mut self, values: u64, exact: u64) {
+        self.counters.results.values += values;
+        self.counters.results.exact_values += exact;
     }
 
     fn packets_for(&self, elems: usize) -> u32 {
         elems.div_ceil(self.payload_elems) as u32
-    }
-
-    /// The importance threshold of a tensor about to be sent (see [`tagging`]): every
-    /// piece of one tensor is tagged against the same threshold.
-    pub fn importance_threshold(&self, tensor: &[f32]) -> f32 {
-        tagging::threshold(
-            tensor,
-            self.payload_elems,
-            self.config.tagging.importance.quantile,
-            self.config.tagging.importance.sample_fraction,
-        )
     }
 
     /// Values per data packet.
@@ -275,20 +295,23 @@ impl Endpoint {
     }
 
     /// Sends `region` to `peer` as message `id`, once the peer is ready for it; a
-    /// packet whose mean |g| is above `threshold` goes ECN-capable.
-    pub fn post_send(
-        &mut self,
-        peer: u16,
-        id: MessageId,
-        region: Region,
-        layers: LayerMap,
-        threshold: f32,
-    ) {
+    /// packet whose mean |g| is above the send's threshold (see [`tagging`], taken of
+    /// the region's values now) goes ECN-capable.
+    pub fn post_send(&mut self, peer: u16, id: MessageId, region: Region, layers: LayerMap) {
         let packets = self.packets_for(region.len);
         if packets == 0 {
             self.events.push_back(Event::SendDone { peer, id });
             return;
         }
+        let threshold = {
+            let buffer = region.buffer.borrow();
+            tagging::threshold(
+                &buffer[region.start..region.start + region.len],
+                self.payload_elems,
+                self.config.tagging.importance.quantile,
+                self.config.tagging.importance.sample_fraction,
+            )
+        };
         let handle = self.early_ready.remove(&(peer, id));
         let order = self.next_order;
         self.next_order += 1;
@@ -496,6 +519,15 @@ impl Endpoint {
                 Place::Add => target.iter_mut().zip(values).for_each(|(t, v)| *t += v),
             }
         }
+        {
+            let values = recv.region.start + offset_elems;
+            let mut inexact = recv.region.inexact.borrow_mut();
+            if header.flags.has(Flags::INEXACT) {
+                inexact.mark(values..values + elems);
+            } else if recv.place == Place::Copy {
+                inexact.clear(values..values + elems);
+            }
+        }
         recv.received_elems += elems;
         if header.flags.has(Flags::LAST) && recv.pass_over_at.is_none() {
             recv.pass_over_at = Some(now);
@@ -512,6 +544,7 @@ impl Endpoint {
             return;
         };
         recv.done = true;
+        recv.mark_missing(self.payload_elems);
         if let Some(at) = recv.pass_over_at {
             if self.recoveries.len() == RECENT_RECOVERIES {
                 self.recoveries.pop_front();
@@ -711,12 +744,8 @@ mod tests {
     /// Posts a send of `packets` full packets to `peer` and lets the peer say READY.
     fn send(endpoint: &mut Endpoint, peer: u16, step: u16, packets: usize) {
         let len = packets * endpoint.payload_elems;
-        let region = Region {
-            buffer: Rc::new(RefCell::new(vec![1.0; len])),
-            start: 0,
-            len,
-        };
-        endpoint.post_send(peer, id(step), region, Rc::new(Vec::new()), 0.0);
+        let region = Region::new(Rc::new(RefCell::new(vec![1.0; len])), 0, len);
+        endpoint.post_send(peer, id(step), region, Rc::new(Vec::new()));
         let handle = u32::from(step);
         endpoint.handle_control(
             0,
@@ -863,22 +892,14 @@ mod tests {
         let mut receiver = endpoint_of(0, 2, 10e9);
         let len = 1000 * sender.payload_elems;
         let buffer = Rc::new(RefCell::new(vec![0.0; len]));
-        let region = Region {
-            buffer,
-            start: 0,
-            len,
-        };
+        let region = Region::new(buffer, 0, len);
         receiver.post_recv(1, id(0), region, Place::Add, loss_bound);
         let Some((1, Control::Ready { handle, .. })) = receiver.poll_control() else {
             panic!("the receive says READY");
         };
         let len = 1000 * sender.payload_elems;
-        let region = Region {
-            buffer: Rc::new(RefCell::new(vec![1.0; len])),
-            start: 0,
-            len,
-        };
-        sender.post_send(0, id(0), region, Rc::new(Vec::new()), 0.0);
+        let region = Region::new(Rc::new(RefCell::new(vec![1.0; len])), 0, len);
+        sender.post_send(0, id(0), region, Rc::new(Vec::new()));
         sender.handle_control(0, 0, Control::Ready { id: id(0), handle });
         let mut buf = [0u8; 2048];
         let mut now = 0;

@@ -3,11 +3,14 @@
 //!
 //! Layer i of L is in class ⌊i·C/L⌋ (the plan's `classes` say which DSCP each class
 //! has). A packet is important when the mean |gradient| of its elements exceeds a
-//! threshold taken once per tensor: the configured quantile (default the median) of the
-//! same per-packet means over a sample of the tensor's packets. Comparing a packet's
+//! threshold taken once per send, of that send's own values as they are when it starts
+//! (reduced, in a ring's later steps or from a server): the configured quantile (default
+//! the median) of the same per-packet means over a sample of the send's packets, by
+//! rank, so a send of n packets marks ⌈(1 − quantile)·n⌉ of them. Comparing a packet's
 //! mean with a quantile of packet means (not of single elements, whose median almost
 //! every packet mean exceeds) sends about `quantile` of the packets Not-ECT — the θ the
-//! plan's thresholds are solved for.
+//! plan's thresholds are solved for — in every send, whatever the reduction did to its
+//! scale. Packets of zeros are never important.
 
 use crate::config::Tagging;
 
@@ -67,18 +70,20 @@ pub fn tos(dscp: u8, important: bool) -> u8 {
     (dscp << 2) | if important { ECT0 } else { 0 }
 }
 
-/// Packets sampled for the threshold, at least (all of them when the tensor has
-/// fewer): enough that the marked fraction lands within a few points of 1 − quantile.
+/// Packets sampled for the threshold, at least (all of them when the send has fewer):
+/// enough that the marked fraction lands within a few points of 1 − quantile.
 pub const MIN_SAMPLED_PACKETS: usize = 1024;
 
-/// The importance threshold of a tensor: the `quantile` of mean |g| over packets of
+/// The importance threshold of a send: of the mean |g| over its packets of
 /// `packet_elems` values, sampled evenly (`sample_fraction` of the packets, at least
-/// [`MIN_SAMPLED_PACKETS`]).
-pub fn threshold(tensor: &[f32], packet_elems: usize, quantile: f64, sample_fraction: f64) -> f32 {
+/// [`MIN_SAMPLED_PACKETS`]), ⌈(1 − quantile)·n⌉ of the n sampled lie above it. A send
+/// of up to that many packets is sampled whole, so exactly that many of its packets
+/// are important (fewer where means tie, none whose values are zero).
+pub fn threshold(values: &[f32], packet_elems: usize, quantile: f64, sample_fraction: f64) -> f32 {
     let packet_elems = packet_elems.max(1);
-    let packets = tensor.len().div_ceil(packet_elems);
+    let packets = values.len().div_ceil(packet_elems);
     if packets == 0 {
-        return 0.0;
+        return f32::INFINITY;
     }
     let wanted = ((packets as f64 * sample_fraction.clamp(0.0, 1.0)).ceil() as usize)
         .max(MIN_SAMPLED_PACKETS)
@@ -87,33 +92,18 @@ pub fn threshold(tensor: &[f32], packet_elems: usize, quantile: f64, sample_frac
         .map(|k| {
             let packet = k * packets / wanted;
             let start = packet * packet_elems;
-            mean_magnitude(&tensor[start..(start + packet_elems).min(tensor.len())])
+            mean_magnitude(&values[start..(start + packet_elems).min(values.len())])
         })
         .collect();
-    let index = ((means.len() - 1) as f64 * quantile.clamp(0.0, 1.0)).round() as usize;
-    let (_, value, _) = means.select_nth_unstable_by(index, f32::total_cmp);
-    *value
-}
-
-/// Packets sampled in a piece to see how aggregation scaled it: few, since every piece
-/// of every reducing step is sampled when a collective starts (~1,400 values already
-/// give the scale within about 1%).
-const SCALE_SAMPLE_PACKETS: usize = 4;
-
-/// Σ|g| over up to 4 packets spread evenly over `values`: taken of a piece before
-/// and after other ranks' contributions were added, the ratio says how much the
-/// reduction scaled the tensor there.
-pub fn sampled_magnitude(values: &[f32], packet_elems: usize) -> f64 {
-    let packet_elems = packet_elems.max(1);
-    let packets = values.len().div_ceil(packet_elems);
-    let wanted = packets.min(SCALE_SAMPLE_PACKETS);
-    (0..wanted)
-        .map(|k| {
-            let start = k * packets / wanted * packet_elems;
-            let packet = &values[start..(start + packet_elems).min(values.len())];
-            packet.iter().map(|v| f64::from(v.abs())).sum::<f64>()
-        })
-        .sum()
+    let above = ((1.0 - quantile.clamp(0.0, 1.0)) * wanted as f64).ceil() as usize;
+    match above {
+        0 => f32::INFINITY,
+        n if n >= wanted => f32::NEG_INFINITY,
+        n => {
+            let (_, value, _) = means.select_nth_unstable_by(wanted - n - 1, f32::total_cmp);
+            *value
+        }
+    }
 }
 
 fn mean_magnitude(values: &[f32]) -> f32 {
@@ -121,9 +111,14 @@ fn mean_magnitude(values: &[f32]) -> f32 {
     sum / values.len() as f32
 }
 
-/// Whether a packet of `values` is important: its mean |g| above `threshold`.
+/// Whether a packet of `values` is important: its mean |g| above `threshold`, and not
+/// zero (a zero contribution, a tensor of zeros: nothing of it matters more).
 pub fn important(values: &[f32], threshold: f32) -> bool {
-    !values.is_empty() && mean_magnitude(values) > threshold
+    if values.is_empty() {
+        return false;
+    }
+    let mean = mean_magnitude(values);
+    mean > threshold && mean >= f32::MIN_POSITIVE
 }
 
 #[cfg(test)]
@@ -170,12 +165,38 @@ mod tests {
             .flat_map(|p| [p as f32 * 10.0 - 1.0, -(p as f32 * 10.0 + 1.0)])
             .map(|v| if v == -1.0 { 0.0 } else { v })
             .collect();
-        assert_eq!(threshold(&tensor[2..], 2, 0.5, 0.05), 50.0);
-        assert_eq!(threshold(&tensor, 2, 0.0, 1.0), 0.0);
-        assert_eq!(threshold(&tensor, 2, 1.0, 1.0), 90.0);
+        let marked = |values: &[f32], threshold: f32| {
+            values.chunks(2).filter(|p| important(p, threshold)).count()
+        };
+        // Nine packets at the median: ⌈4.5⌉ above 40.
+        assert_eq!(threshold(&tensor[2..], 2, 0.5, 0.05), 40.0);
+        assert_eq!(marked(&tensor[2..], 40.0), 5);
+        // Quantile 0 marks every packet but the one of zeros; quantile 1 none.
+        assert_eq!(marked(&tensor, threshold(&tensor, 2, 0.0, 1.0)), 9);
+        assert_eq!(threshold(&tensor, 2, 1.0, 1.0), f32::INFINITY);
         assert!(important(&[600.0, -700.0], 500.0));
         assert!(!important(&[100.0, -200.0], 500.0));
-        assert_eq!(threshold(&[], 2, 0.5, 0.05), 0.0);
+        assert!(!important(&[0.0, 0.0], f32::NEG_INFINITY));
+        assert_eq!(threshold(&[], 2, 0.5, 0.05), f32::INFINITY);
+    }
+
+    #[test]
+    fn small_sends_mark_their_share_by_rank_and_zeros_mark_nothing() {
+        for packets in 1..=10usize {
+            for quantile in [0.1, 0.25, 0.5, 0.75, 0.9] {
+                // Packet means in a shuffled order, all different.
+                let values: Vec<f32> = (0..packets * 3)
+                    .map(|i| ((i / 3) * 7 % 11) as f32 + 1.0)
+                    .collect();
+                let t = threshold(&values, 3, quantile, 0.05);
+                let marked = values.chunks(3).filter(|p| important(p, t)).count();
+                let expected = ((1.0 - quantile) * packets as f64).ceil() as usize;
+                assert_eq!(marked, expected, "{packets} packets at quantile {quantile}");
+                let zeros = vec![0.0f32; packets * 3];
+                let t = threshold(&zeros, 3, quantile, 0.05);
+                assert_eq!(zeros.chunks(3).filter(|p| important(p, t)).count(), 0);
+            }
+        }
     }
 
     /// A small deterministic generator (xorshift) for the property test's data.

@@ -123,6 +123,9 @@ impl Endpoint {
         let values = &buffer[absolute..absolute + elems];
         let important = tagging::important(values, send.threshold);
         let mut flags = 0;
+        if send.region.inexact.borrow().any(absolute..absolute + elems) {
+            flags |= Flags::INEXACT;
+        }
         if seq + 1 == send.packets {
             flags |= Flags::LAST;
         }

@@ -71,3 +71,100 @@ fn every_emulation_reads_back_the_queueing_the_plan_renders() {
 }
 
 const IMPLEMENTED: &[&str] = &["eos", "sonic", "cumulus", "onyx"];
+
+/// A switch-wide knob that makes a vendor enqueue Not-ECT packets above S (EOS's
+/// `qos random-detect ecn allow non-ect`, NVUE's RoCE mode) takes the step's drop away
+/// in the emulation, as the vendor documents; mltctl owns it as absent: its diff names
+/// it, and its commands, entered on the emulated switch, take it out again, so the
+/// step drops Not-ECT again.
+#[test]
+fn switch_wide_knobs_that_stop_dropping_not_ect_are_shown_and_removed() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/inventory/lab.yaml");
+    let plan = Plan::build(&mltctl::inventory::load(std::path::Path::new(path)).unwrap());
+    let scratch_dir = mlt_common::files::scratch_dir("mltctl-knobs-").unwrap();
+    let cases = [
+        (
+            "eos",
+            "qos random-detect ecn allow non-ect chip-based\n",
+            "- ECN allow non-ect (switch-wide): `qos random-detect ecn allow non-ect chip-based`",
+            "no qos random-detect ecn allow non-ect\n",
+        ),
+        (
+            "cumulus",
+            "nv set qos roce mode lossless\n",
+            "- qos roce (switch-wide): `mode lossless`",
+            "nv unset qos roce\n",
+        ),
+    ];
+    for (vendor, knob, change, command) in cases {
+        let intent = &plan
+            .switches
+            .iter()
+            .find(|s| s.intent.vendor.to_string() == vendor)
+            .expect("a switch of the vendor")
+            .intent;
+        let rendered = switch_config::render(intent).unwrap();
+        let running = format!("{rendered}{knob}");
+        let device = Device::install(
+            &scratch_dir.path().join(vendor),
+            vendor,
+            &running,
+            std::path::Path::new("/usr/bin/mltctl"),
+        );
+        let port = &intent.qos.ports[0];
+        let gradient = intent
+            .qos
+            .queues
+            .iter()
+            .find(|q| q.ecn.is_some() && (vendor != "cumulus" || q.queue == 3))
+            .expect("a gradient queue the knob reaches");
+        let not_ect_dropped = |device: &Device| {
+            let qos = device.qos();
+            qos.port(port).unwrap().queues[&gradient.queue]
+                .drop_not_ect
+                .is_some()
+        };
+        assert!(
+            !not_ect_dropped(&device),
+            "{vendor}: the knob keeps Not-ECT"
+        );
+        let diff = switch_config::diff(intent, Some(&device.running())).unwrap();
+        let changes: Vec<String> = diff.changes.iter().map(ToString::to_string).collect();
+        assert!(
+            changes.contains(&change.to_string()),
+            "{vendor}: {changes:#?}"
+        );
+        assert!(
+            diff.commands.contains(command),
+            "{vendor}: {}",
+            diff.commands
+        );
+        let reply = match vendor {
+            "eos" => {
+                let script = format!(
+                    "configure session fix\n{}end\nconfigure session fix commit\n",
+                    diff.commands
+                );
+                device.run(&["cli".to_string()], &script)
+            }
+            _ => {
+                for line in diff.commands.lines() {
+                    let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+                    let reply = device.run(&argv, "");
+                    assert_eq!(reply.status, 0, "{vendor}: {line}: {reply:?}");
+                }
+                device.run(
+                    &["nv".into(), "config".into(), "apply".into(), "-y".into()],
+                    "",
+                )
+            }
+        };
+        assert_eq!(reply.status, 0, "{vendor}: {reply:?}");
+        assert!(
+            not_ect_dropped(&device),
+            "{vendor}: the step drops Not-ECT again"
+        );
+        let after = switch_config::diff(intent, Some(&device.running())).unwrap();
+        assert!(after.changes.is_empty(), "{vendor}: {:?}", after.changes);
+    }
+}

@@ -220,6 +220,8 @@ impl Owned<'_> {
                                         .contains("service-profile MLT")
                                 })
                 }
+                // Switch-wide: Not-ECT is enqueued above S (the plan owns it absent).
+                (0, ["no", "qos", "random-detect", "ecn", "allow", "non-ect"]) => true,
                 (0, ["ip" | "no", ..]) => {
                     let route = words.iter().skip_while(|w| **w != "route").nth(1);
                     route.is_some_and(|p| self.route(p))
@@ -287,6 +289,8 @@ impl Owned<'_> {
                 prefix,
                 ..,
             ] => self.route(prefix),
+            // RoCE mode: ECN-only congestion control of its own (owned absent).
+            ["nv", "unset", "qos", "roce"] => true,
             // A plan's port loses a profile of its own that replaces default-global.
             [
                 "nv",

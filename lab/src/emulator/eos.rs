@@ -20,6 +20,10 @@
 //!   the timer runs out, unless `… commit` confirms first; `… abort` drops the session
 //!   or, during a commit timer, reverts at once.
 //! - `copy running-config startup-config` saves.
+//! - `qos random-detect ecn allow non-ect [chip-based]` (switch-wide; AVD's
+//!   `qos.random_detect.ecn.allow_non_ect`) makes every WRED-ECN queue enqueue Not-ECT
+//!   packets above its ECN threshold instead of dropping them; `no qos random-detect ecn
+//!   allow non-ect` removes it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +32,7 @@ use ipnet::Ipv4Net;
 use super::{Device, Reply, duration_seconds};
 
 const RUNNING: &str = "running-config";
+const ALLOW_NON_ECT: &str = "qos random-detect ecn allow non-ect";
 
 pub fn install(device: &Device, initial: &str) {
     let text = Config::parse(initial).render();
@@ -456,6 +461,16 @@ impl Config {
                     !(v == &vrf && p == &prefix && hop.as_ref().is_none_or(|hop| hop == h))
                 });
             }
+            ["qos", "random-detect", "ecn", "allow", "non-ect", rest @ ..] => {
+                if !matches!(rest, [] | ["chip-based"]) {
+                    return Err("Invalid input".into());
+                }
+                self.nodes.retain(|n| !n.text().starts_with(ALLOW_NON_ECT));
+                self.nodes.push(Node::line(&words.join(" ")));
+            }
+            ["no", "qos", "random-detect", "ecn", "allow", "non-ect", ..] => {
+                self.nodes.retain(|n| !n.text().starts_with(ALLOW_NON_ECT));
+            }
             ["no", "qos", "profile", name] => {
                 let text = format!("qos profile {name}");
                 self.nodes.retain(|n| n.text() != text);
@@ -713,6 +728,10 @@ pub fn qos(device: &Device) -> crate::qos::SwitchQos {
             _ => None,
         })
         .collect();
+    let allow_non_ect = config
+        .nodes
+        .iter()
+        .any(|n| n.text().starts_with(ALLOW_NON_ECT));
     let mut qos = SwitchQos::default();
     for node in &config.nodes {
         let Node::Line { text, children } = node else {
@@ -746,10 +765,11 @@ pub fn qos(device: &Device) -> crate::qos::SwitchQos {
                     let words: Vec<&str> = line.split_whitespace().collect();
                     match words.as_slice() {
                         ["no", "priority"] => queue.strict = false,
-                        // ECN-capable packets marked, the others dropped (WRED-ECN).
+                        // ECN-capable packets marked, the others dropped (WRED-ECN),
+                        // or enqueued when the switch allows non-ECT.
                         ["random-detect", "ecn", rest @ ..] => {
                             queue.mark = eos_curve(rest, "max-mark-probability");
-                            queue.drop_not_ect = queue.mark;
+                            queue.drop_not_ect = queue.mark.filter(|_| !allow_non_ect);
                         }
                         ["random-detect", "drop", rest @ ..] => {
                             queue.drop_all = eos_curve(rest, "drop-probability");

@@ -10,6 +10,11 @@
 //!   it reverts when TIME runs out (`Ns`, `Nm`, `Nh`, bare minutes) unless
 //!   `--confirm-yes` comes first; `--confirm-no` reverts at once.
 //! - `nv config save` writes the startup configuration.
+//! - `nv set qos roce [mode lossless|lossy|lossless-single-ipool]` (NVIDIA's *RDMA
+//!   over Converged Ethernet* page) turns RoCE mode on: traffic classes 0 and 3 get
+//!   ECN-only congestion control, marking from 150,000 to 1,500,000 bytes at 100% with
+//!   no RED, so Not-ECT packets there are not dropped early; `nv unset qos roce` turns
+//!   it off.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +24,9 @@ const APPLIED: &str = "applied";
 const PENDING: &str = "pending";
 const PREVIOUS: &str = "confirm-previous";
 const TIMER: &str = "nv-confirm";
+/// RoCE mode's ECN thresholds (`nv show qos roce`: 146.48 KB and 1.43 MB).
+const ROCE_MIN_BYTES: u64 = 150_000;
+const ROCE_MAX_BYTES: u64 = 1_500_000;
 
 /// Path words whose next word is a member of a list, not a value.
 const LISTS: &[&str] = &[
@@ -374,6 +382,11 @@ fn check(leaf: &[String]) -> Result<(), String> {
             "address-family",
             "ipv4-unicast",
         ] => prefix.parse::<ipnet::Ipv4Net>().is_ok(),
+        ["qos", "roce"] => true,
+        ["qos", "roce", "enable", value] => ["on", "off"].contains(value),
+        ["qos", "roce", "mode", mode] => {
+            ["lossless", "lossy", "lossless-single-ipool"].contains(mode)
+        }
         ["qos", ..] => false,
         _ => true,
     };
@@ -479,6 +492,21 @@ pub fn qos(device: &Device) -> crate::qos::SwitchQos {
                 }
             }
             _ => {}
+        }
+    }
+    // RoCE mode's congestion control, in place of the profile's on its classes.
+    if running.lines().any(|l| l.starts_with("nv set qos roce")) {
+        for class in [0, 3] {
+            control.insert(
+                class,
+                Congestion {
+                    min: Some(ROCE_MIN_BYTES),
+                    max: Some(ROCE_MAX_BYTES),
+                    probability: Some(100),
+                    ecn: true,
+                    red: false,
+                },
+            );
         }
     }
     for (class, c) in control {

@@ -22,6 +22,16 @@
 //!   (`interface swp31 qos egress-scheduler profile uplinks` overrides it there): such
 //!   a binding is unset. Other interface QoS (PFC, shaping, remarking) is left alone.
 //!
+//! - no `qos roce`: NVUE's RoCE mode (`nv set qos roce [mode …]`) reprograms the
+//!   switch's trust, buffers and congestion control for RDMA, ECN-only with its own
+//!   thresholds on traffic classes 0 and 3, so Not-ECT packets there are no longer
+//!   dropped at S (NVIDIA's *RDMA over Converged Ethernet* page). Running `qos roce`
+//!   settings are kept as written (a rollback restores them) and removed with
+//!   `nv unset qos roce`.
+//!
+//! `ecn` and `red` read `enable` (as NVUE prints them), `enabled`, `on` and `true` as
+//! on.
+//!
 //! The queue limit L_i is not configured: NVUE's only per-traffic-class byte bound is
 //! `qos advance-buffer-config default-global egress-lossy-buffer traffic-class Q
 //! shared-bytes N`, for a buffer region mapped to a *static* egress service pool, and
@@ -69,6 +79,8 @@ pub enum Key {
     Route(Ipv4Net),
     /// A plan's port bound to a profile of its own, in place of `default-global`.
     PortProfile(String, Profile),
+    /// NVUE's switch-wide RoCE mode.
+    Roce,
 }
 
 /// The interface QoS bindings that replace what the plan sets in `default-global`.
@@ -107,6 +119,8 @@ pub enum Value {
     Number(u8),
     Congestion(Congestion),
     Route(NextHops),
+    /// Settings as the running config writes them: the words after the key's.
+    Settings(Vec<Vec<String>>),
 }
 
 /// One traffic class's congestion control; unset fields are `None`.
@@ -129,6 +143,7 @@ impl fmt::Display for Key {
             Key::Congestion(q) => write!(f, "traffic-class {q} congestion-control"),
             Key::Route(prefix) => write!(f, "route {prefix}"),
             Key::PortProfile(port, kind) => write!(f, "{port} qos {} profile", kind.word()),
+            Key::Roce => f.write_str("qos roce (switch-wide)"),
         }
     }
 }
@@ -163,8 +178,17 @@ impl fmt::Display for Value {
                 )
             }
             Value::Route(hops) => write!(f, "{hops}"),
+            Value::Settings(settings) => {
+                let lines: Vec<String> = settings.iter().map(|words| words.join(" ")).collect();
+                write!(f, "`{}`", lines.join("; "))
+            }
         }
     }
+}
+
+/// An NVUE on/off value, in any of the spellings NVUE takes.
+fn on(value: &str) -> bool {
+    matches!(value, "enable" | "enabled" | "on" | "true")
 }
 
 impl Driver for Cumulus {
@@ -343,10 +367,18 @@ impl Driver for Cumulus {
                                 c.max_threshold = Some(number(value)?)
                             }
                             "probability" => c.probability = Some(small(value, 100)?),
-                            "ecn" => c.ecn = Some(*value == "enable"),
-                            "red" => c.red = Some(*value == "enable"),
+                            "ecn" => c.ecn = Some(on(value)),
+                            "red" => c.red = Some(on(value)),
                             _ => {}
                         }
+                    }
+                }
+                ["nv", "set", "qos", "roce", rest @ ..] => {
+                    let entry = items
+                        .entry(Key::Roce)
+                        .or_insert_with(|| Value::Settings(Vec::new()));
+                    if let Value::Settings(settings) = entry {
+                        settings.push(rest.iter().map(ToString::to_string).collect());
                     }
                 }
                 ["nv", "set", "interface", ids, "qos", kind, "profile", name]

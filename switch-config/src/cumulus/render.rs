@@ -44,6 +44,9 @@ struct View<'a> {
     routes: Vec<RouteLine>,
     /// (port, binding) pairs to unset.
     port_profiles: Vec<(String, &'static str)>,
+    /// `qos roce` settings to set (shell words), or to unset.
+    roce: Vec<String>,
+    roce_off: bool,
 }
 
 impl<'a> View<'a> {
@@ -56,6 +59,8 @@ impl<'a> View<'a> {
         let mut congestion_off = Vec::new();
         let mut routes = Vec::new();
         let mut port_profiles = Vec::new();
+        let mut roce = Vec::new();
+        let mut roce_off = false;
         for change in changes {
             match (change.key(), change.to()) {
                 (Key::Trust, Some(Value::Word(t))) => trust = Some(t.clone()),
@@ -68,6 +73,14 @@ impl<'a> View<'a> {
                 (Key::Congestion(q), None) => congestion_off.push(*q),
                 (Key::PortProfile(port, kind), None) => {
                     port_profiles.push((port.clone(), kind.word()));
+                }
+                (Key::Roce, None) => roce_off = true,
+                (Key::Roce, Some(Value::Settings(settings))) => {
+                    roce.extend(settings.iter().map(|words| {
+                        let words: Vec<String> =
+                            words.iter().map(|w| mlt_common::shell::quote(w)).collect();
+                        words.join(" ")
+                    }));
                 }
                 (Key::Route(prefix), _) => {
                     routes.extend(route_lines(
@@ -94,6 +107,8 @@ impl<'a> View<'a> {
             congestion_off: (!congestion_off.is_empty()).then(|| ranges(&congestion_off).join(",")),
             routes,
             port_profiles,
+            roce,
+            roce_off,
         }
     }
 }

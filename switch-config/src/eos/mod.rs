@@ -9,8 +9,9 @@
 //!   `priority strict` and, on gradient queues, the two curves of MLT Appendix B:
 //!   - the step at S_i: `random-detect ecn minimum-threshold S bytes maximum-threshold
 //!     S bytes max-mark-probability 100`. Above S, ECT packets are marked and Not-ECT
-//!     packets dropped (EOS drops them unless `qos random-detect ecn allow non-ect` is
-//!     set, which the plan's switches must not have). min = max is a vertical cut-off,
+//!     packets dropped (EOS drops them unless the switch-wide `qos random-detect ecn
+//!     allow non-ect [chip-based]` is set, which the plan owns as absent: see below).
+//!     min = max is a vertical cut-off,
 //!     as OpenConfig's ECN test DP-1.3 configures it (EOS is not among the devices it
 //!     marks as refusing equal thresholds);
 //!   - the limit L_i: `random-detect drop minimum-threshold L bytes maximum-threshold L
@@ -32,6 +33,11 @@
 //!   the drop precedence, and `qos map traffic-class … to dscp|cos …`, are not the
 //!   plan's and are left alone.
 //! - Static routes of the default VRF inside the plan's scope; a discard is `Null0`.
+//! - No `qos random-detect ecn allow non-ect [chip-based]`: with it the switch enqueues
+//!   Not-ECT packets above S instead of dropping them, so every queue's step stops
+//!   holding back the unimportant packets the plan's model drops there (AVD's
+//!   `qos.random_detect.ecn.allow_non_ect`). A running line is kept as written (a
+//!   rollback restores it) and removed with `no qos random-detect ecn allow non-ect`.
 //!
 //! Units: thresholds are written in bytes, exactly (EOS accepts 1 to 256,000,000). A
 //! running config in kbytes or mbytes is read as 1,024 or 1,048,576 bytes; segments
@@ -76,6 +82,8 @@ pub enum Key {
     /// An interface's own `tx-queue Q` WRED drop curve, overriding the profile's.
     PortQueueDrop(String, u8),
     Route(Ipv4Net),
+    /// The switch-wide `qos random-detect ecn allow non-ect`.
+    AllowNonEct,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +96,8 @@ pub enum Value {
     Inherited,
     Applied,
     Route(NextHops),
+    /// A switch-wide setting, as the running config writes it.
+    Line(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +134,7 @@ impl fmt::Display for Key {
                 write!(f, "interface {port} tx-queue {q} WRED drop")
             }
             Key::Route(prefix) => write!(f, "route {prefix}"),
+            Key::AllowNonEct => f.write_str("ECN allow non-ect (switch-wide)"),
         }
     }
 }
@@ -148,6 +159,7 @@ impl fmt::Display for Value {
             Value::Inherited => f.write_str("the profile's"),
             Value::Applied => f.write_str(PROFILE),
             Value::Route(hops) => write!(f, "{hops}"),
+            Value::Line(line) => write!(f, "`{line}`"),
         }
     }
 }
@@ -257,6 +269,9 @@ impl Driver for Eos {
                         }
                     }
                     ["ip", "route", rest @ ..] => seen.route(rest, intent),
+                    ["qos", "random-detect", "ecn", "allow", "non-ect", ..] => {
+                        seen.allow_non_ect = Some(words.join(" "));
+                    }
                     _ => {}
                 }
                 continue;
@@ -345,6 +360,7 @@ struct Running {
     port_ecn: BTreeMap<(String, u8), EcnCurve>,
     port_drop: BTreeMap<(String, u8), EcnCurve>,
     routes: Items<Key, NextHops>,
+    allow_non_ect: Option<String>,
 }
 
 impl Default for Running {
@@ -362,6 +378,7 @@ impl Default for Running {
             port_ecn: BTreeMap::new(),
             port_drop: BTreeMap::new(),
             routes: Items::new(),
+            allow_non_ect: None,
         }
     }
 }
@@ -479,6 +496,9 @@ impl Running {
                 .into_iter()
                 .map(|(k, hops)| (k, Value::Route(hops))),
         );
+        if let Some(line) = self.allow_non_ect {
+            items.insert(Key::AllowNonEct, Value::Line(line));
+        }
         items
     }
 }

@@ -32,6 +32,8 @@ struct View<'a> {
     remove_profile: bool,
     interfaces: Vec<InterfaceView>,
     routes: Vec<RouteLine>,
+    /// Switch-wide lines to enter as they are (`no …` to remove one).
+    globals: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -130,6 +132,7 @@ impl<'a> View<'a> {
         let mut queues: BTreeMap<u8, QueueView> = BTreeMap::new();
         let mut interfaces: BTreeMap<String, InterfaceView> = BTreeMap::new();
         let mut routes = Vec::new();
+        let mut globals = Vec::new();
         let mut remove_profile = false;
         for change in changes {
             match (change.key(), change.to()) {
@@ -169,6 +172,10 @@ impl<'a> View<'a> {
                 (Key::PortQueueDrop(port, q), Some(Value::Inherited)) => {
                     port_queue(interface(&mut interfaces, port), *q).drop = Some(EcnView::Off);
                 }
+                (Key::AllowNonEct, Some(Value::Line(line))) => globals.push(line.clone()),
+                (Key::AllowNonEct, None) => {
+                    globals.push("no qos random-detect ecn allow non-ect".into())
+                }
                 (Key::Route(prefix), _) => {
                     routes.extend(route_lines(
                         *prefix,
@@ -196,6 +203,7 @@ impl<'a> View<'a> {
             remove_profile,
             interfaces: interfaces.into_values().collect(),
             routes,
+            globals,
         }
     }
 }

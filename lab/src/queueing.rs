@@ -56,6 +56,10 @@ pub struct QueueCounters {
     pub dropped_red: u64,
     pub dropped_full: u64,
     pub peak_bytes: u64,
+    /// ECN-capable packets offered to the queue, and of those dropped (any reason): the
+    /// loss of important packets, apart from the unimportant ones'.
+    pub ect_offered: u64,
+    pub ect_dropped: u64,
 }
 
 pub struct Port {
@@ -99,7 +103,7 @@ impl Port {
     }
 
     /// Offers an Ethernet frame carrying IPv4 to the port at `now` (nanoseconds).
-    pub fn enqueue(&mut self, mut frame: Vec<u8>, now: u64) -> Verdict {
+    pub fn enqueue(&mut self, frame: Vec<u8>, now: u64) -> Verdict {
         if self.depth.iter().all(|d| *d == 0) {
             // An idle wire banks no time: the frame cannot leave before it came.
             self.wire_free_at = self.wire_free_at.max(now);
@@ -114,6 +118,17 @@ impl Port {
             .copied()
             .unwrap_or(0);
         let q = usize::from(queue) % QUEUES;
+        let ect = ecn != NOT_ECT;
+        self.counters[q].ect_offered += u64::from(ect);
+        let verdict = self.enqueue_ip(frame, q, queue, ecn);
+        if ect && matches!(verdict, Verdict::Dropped(..)) {
+            self.counters[q].ect_dropped += 1;
+        }
+        verdict
+    }
+
+    /// Offers a frame of queue `q` (`queue` in the settings) with ECN field `ecn`.
+    fn enqueue_ip(&mut self, mut frame: Vec<u8>, q: usize, queue: u8, ecn: u8) -> Verdict {
         let settings = self.qos.queues.get(&queue).cloned().unwrap_or_default();
         let depth = self.depth[q];
         let len = frame.len() as u64;
@@ -327,6 +342,8 @@ mod tests {
             (c.packets, c.marked, c.dropped_not_ect, c.dropped_red),
             (6, 3, 1, 1)
         );
+        // Seven ECN-capable frames offered (ECT(0) and ECT(1)), one of them dropped.
+        assert_eq!((c.ect_offered, c.ect_dropped), (7, 1));
         assert_eq!(c.peak_bytes, 6000);
         // The marked frames left with CE and a valid header.
         let mut seen_ce = 0;

@@ -46,15 +46,26 @@
 //!    left over raises the limits where it cuts the open ECT tail most relative to its
 //!    tolerance, until the tail is cut no more; steps stay as low as their tolerance
 //!    allows, since a higher step only delays the marks that slow senders down.
-//! 3. *Prediction.* A second simulation, with another seed, runs the chosen thresholds:
-//!    its losses are the plan's predictions, shown by `plan --explain`, and a prediction
-//!    over its tolerance makes the plan invalid (unless
+//! 3. *Lower steps.* Dropping shortens a queue, so the open tails overstate what a
+//!    step drops: every step is lowered together by bisection (six rounds, each a
+//!    simulation of the thresholds at a coarser precision) while its queue's Not-ECT
+//!    loss stays within the margin; a step that the final count finds over its
+//!    tolerance goes back up, halfway to the open tails' choice at a time (three
+//!    rounds at most).
+//! 4. *Prediction.* The chosen thresholds are simulated again ([`PREDICTION`]):
+//!    independent runs of 2^16 frame times, 8 to 128 of them, until every loss of a
+//!    queue carrying at least 1% of the traffic is known to a standard error of 10% of
+//!    itself, 2e-5 or 5% of its tolerance, whichever is largest. Each loss is the ratio
+//!    of the runs' drops to their arrivals, with the ratio estimator's standard error.
+//!    These are the plan's predictions, shown by `plan --explain` with their error, and
+//!    a prediction over its tolerance makes the plan invalid, exit 3 (unless
 //!    `training.model.accept_over_tolerance`).
 //!
-//! Each simulation runs long enough that each kind of frame of every queue carrying at
-//! least 1% of the traffic arrives at least 40 times over its tolerance (2^17 to 2^22
-//! frame times), so a loss near a tolerance is counted from dozens of drops; a queue
-//! with less of the traffic is counted from the arrivals that length gives it.
+//! The open queues run long enough that each kind of frame of every queue carrying at
+//! least 1% of the traffic arrives at least 20 bursts' worth over its tolerance (2^19
+//! to 2^23 frame times); a queue with less of the traffic is counted from the arrivals
+//! that length gives it. All simulations have fixed seeds: a plan is the same every
+//! time.
 //!
 //! # Tolerances
 //!

@@ -44,11 +44,7 @@ fuzz_target!(|data: &[u8]| {
             round: 0,
             step: 0,
         };
-        let region = Region {
-            buffer: buffer.clone(),
-            start: 0,
-            len: 1000,
-        };
+        let region = Region::new(buffer.clone(), 0, 1000);
         endpoint.post_recv(peer, id, region, Place::Add, 0.0);
     }
     let mut handles = Vec::new();

@@ -170,7 +170,10 @@ fn dpdk_with_kernel() {
 
 fn loss() {
     let h = hosts("loss", [true, false], |_| {});
-    // The kernel host drops 3% of the datagrams it sends and of those it receives.
+    // The kernel host drops 3% of the datagrams it receives, one by one, and 3% of what
+    // it sends — but its sends leave in segmentation-offload batches of up to 64, which
+    // the egress hook drops whole, so a short run may lose none of them: only the DPDK
+    // sender is sure to retransmit.
     h.pair.lossy(1, 3.0).unwrap();
     let mut retransmitted = 0;
     let args = [
@@ -191,11 +194,12 @@ fn loss() {
         let peer = &counters["peers"][1 - rank];
         assert!(peer["packets_sent"].as_u64().unwrap() > 0, "{counters}");
         retransmitted += peer["packets_retransmitted"].as_u64().unwrap();
-        // Losses in both directions: each side retransmits.
-        assert!(
-            peer["packets_retransmitted"].as_u64().unwrap() > 0,
-            "rank {rank} retransmitted nothing: {counters}"
-        );
+        if rank == 0 {
+            assert!(
+                peer["packets_retransmitted"].as_u64().unwrap() > 0,
+                "the DPDK rank retransmitted nothing: {counters}"
+            );
+        }
     }
     assert!(retransmitted > 0);
     let args = [

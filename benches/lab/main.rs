@@ -207,17 +207,8 @@ impl Lab {
     /// How the congested switch's uplinks queue, as the lab reads its running
     /// configuration.
     fn uplink_qos(&self) -> PortQos {
-        let out = self.mltctl(&[
-            "lab",
-            "status",
-            "--json",
-            "--dir",
-            &self.0.to_string_lossy(),
-        ]);
-        let members: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let members = self.status();
         let member = members
-            .as_array()
-            .unwrap()
             .iter()
             .find(|m| m["name"] == CONGESTED_SWITCH)
             .expect("the congested switch is in lab status");
@@ -384,8 +375,8 @@ fn ring_losses(plan: &Value, before: &QueueCounts, after: &QueueCounts) -> (Vec<
 }
 
 impl Lab {
-    /// Every switch's queue counters now.
-    fn queue_counts(&self) -> QueueCounts {
+    /// Every member's `lab status --json`.
+    fn status(&self) -> Vec<Value> {
         let out = self.mltctl(&[
             "lab",
             "status",
@@ -393,9 +384,13 @@ impl Lab {
             "--dir",
             &self.0.to_string_lossy(),
         ]);
-        let members: Value = serde_json::from_slice(&out.stdout).unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Every switch's queue counters now.
+    fn queue_counts(&self) -> QueueCounts {
         let mut counts = QueueCounts::new();
-        for member in members.as_array().unwrap() {
+        for member in self.status() {
             let Some(ports) = member["counters"]["ports"].as_object() else {
                 continue;
             };

@@ -433,6 +433,7 @@ impl Engine {
                 self.endpoint.release_recv(t.peer, id);
             }
         }
+        let receives = op.transfers.iter().any(|t| t.direction == Direction::Recv);
         let Op {
             buffer,
             inexact,
@@ -446,8 +447,11 @@ impl Engine {
         };
         let values = data.len();
         let exact_values = values - inexact.borrow().count(0..values);
-        self.endpoint
-            .count_result(values as u64, exact_values as u64);
+        // A send has no result of its own to count.
+        if receives {
+            self.endpoint
+                .count_result(values as u64, exact_values as u64);
+        }
         let exact = if values == 0 {
             1.0
         } else {

@@ -16,8 +16,9 @@ pub struct InexactMask {
     words: Vec<u64>,
 }
 
-/// The words a range of values touches, each with the bits of the range in it.
-fn spans(range: Range<usize>) -> impl Iterator<Item = (usize, u64)> {
+/// The 64-bit words a range of bit positions touches, each with the range's bits in it
+/// (a word at a time: the work is in words, not bits).
+pub(super) fn word_spans(range: Range<usize>) -> impl Iterator<Item = (usize, u64)> {
     let (start, end) = (range.start, range.end.max(range.start));
     let words = if start == end {
         0..0
@@ -39,7 +40,7 @@ fn spans(range: Range<usize>) -> impl Iterator<Item = (usize, u64)> {
 
 impl InexactMask {
     pub fn mark(&mut self, range: Range<usize>) {
-        for (word, bits) in spans(range) {
+        for (word, bits) in word_spans(range) {
             if word >= self.words.len() {
                 self.words.resize(word + 1, 0);
             }
@@ -49,7 +50,7 @@ impl InexactMask {
 
     /// Makes a range exact again (values overwritten by exact ones).
     pub fn clear(&mut self, range: Range<usize>) {
-        for (word, bits) in spans(range) {
+        for (word, bits) in word_spans(range) {
             if let Some(w) = self.words.get_mut(word) {
                 *w &= !bits;
             }
@@ -57,12 +58,12 @@ impl InexactMask {
     }
 
     pub fn any(&self, range: Range<usize>) -> bool {
-        spans(range).any(|(word, bits)| self.words.get(word).is_some_and(|w| w & bits != 0))
+        word_spans(range).any(|(word, bits)| self.words.get(word).is_some_and(|w| w & bits != 0))
     }
 
     /// Values of the range a loss reached.
     pub fn count(&self, range: Range<usize>) -> usize {
-        spans(range)
+        word_spans(range)
             .map(|(word, bits)| {
                 self.words
                     .get(word)

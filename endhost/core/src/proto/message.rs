@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use super::inexact::word_spans;
 use super::{LayerMap, Place, Region, control};
 use crate::wire::MessageId;
 
@@ -70,23 +71,14 @@ impl Outgoing {
             self.queued = vec![0; (self.packets as usize).div_ceil(64)];
         }
         for &(first, n) in missing {
-            let (mut seq, end) = (first, first + n);
-            while seq < end {
-                let word = (seq / 64) as usize;
-                let base = word as u32 * 64;
-                let (low, high) = (seq - base, (end - base).min(64));
-                let span = if high - low == 64 {
-                    u64::MAX
-                } else {
-                    ((1u64 << (high - low)) - 1) << low
-                };
+            for (word, span) in word_spans(first as usize..(first + n) as usize) {
                 let mut added = span & !self.queued[word];
                 self.queued[word] |= span;
                 while added != 0 {
-                    self.resend.push_back(base + added.trailing_zeros());
+                    self.resend
+                        .push_back(word as u32 * 64 + added.trailing_zeros());
                     added &= added - 1;
                 }
-                seq = base + high;
             }
         }
     }

@@ -18,6 +18,7 @@
 //! ([`items`]) and vendor port names ([`ports`]); names, shell words and redaction are
 //! the shared vocabulary's (`mlt_common`). Design: `docs/src/design/switches.md`.
 
+pub mod counters;
 pub mod cumulus;
 pub mod eos;
 mod error;

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod corpus;
+mod counters;
 mod rendering;
 mod running;
 mod values;

@@ -51,6 +51,7 @@
 
 mod commands;
 mod interfaces;
+pub mod counters;
 pub(crate) mod push;
 mod render;
 

@@ -43,6 +43,7 @@
 //! running config in kbytes or mbytes is read as 1,024 or 1,048,576 bytes; segments
 //! and milliseconds depend on the platform, so they are kept as written and differ.
 
+pub mod counters;
 pub(crate) mod push;
 mod render;
 

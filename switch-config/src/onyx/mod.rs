@@ -29,6 +29,7 @@
 //! write `K` or `M` after the number. Port ranges such as `ethernet 1/1-1/32` apply to
 //! each port of the plan inside them; a range is never expanded.
 
+pub mod counters;
 pub(crate) mod push;
 mod render;
 

@@ -44,6 +44,7 @@
 //! shared entry is split: removed, and written again for what is not the plan's, with
 //! the same fields — a foreign port or queue keeps its settings.
 
+pub mod counters;
 pub(crate) mod push;
 mod render;
 

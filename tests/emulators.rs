@@ -168,3 +168,122 @@ fn switch_wide_knobs_that_stop_dropping_not_ect_are_shown_and_removed() {
         assert!(after.changes.is_empty(), "{vendor}: {:?}", after.changes);
     }
 }
+
+/// Each emulation prints the forwarder's counters in its vendor's documented form, and
+/// mltctl's readers of those forms (the ones `verify` uses on real switches) get the
+/// counts back: transmitted, drops, WRED drops and marks per port and queue, or a
+/// counter named as not exposed where the vendor has none.
+#[test]
+fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
+    use mltctl_lab::queueing::QueueCounters;
+    use switch_config::counters::{Count, Reading};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/inventory/lab.yaml");
+    let plan = Plan::build(&mltctl::inventory::load(std::path::Path::new(path)).unwrap());
+    let scratch_dir = mlt_common::files::scratch_dir("mltctl-counters-").unwrap();
+    let scratch = scratch_dir.path();
+    let counted = |port: usize, queue: usize| QueueCounters {
+        packets: 1000 * port as u64 + 10 * queue as u64,
+        bytes: 1500 * (1000 * port as u64 + 10 * queue as u64),
+        marked: 7 * queue as u64,
+        dropped_not_ect: 3,
+        dropped_red: 1,
+        dropped_full: 2,
+        ..QueueCounters::default()
+    };
+    for switch in &plan.switches {
+        let intent = &switch.intent;
+        let name = &intent.name;
+        let device = Device::install(
+            &scratch.join("devices").join(name),
+            intent.vendor.as_str(),
+            &switch_config::render(intent).unwrap(),
+            std::path::Path::new("/usr/bin/mltctl"),
+        );
+        let ports: serde_json::Map<String, serde_json::Value> = intent
+            .qos
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(p, port)| {
+                let queues: Vec<_> = (0..8).map(|q| counted(p, q)).collect();
+                (port.clone(), serde_json::to_value(queues).unwrap())
+            })
+            .collect();
+        std::fs::create_dir_all(scratch.join("counters")).unwrap();
+        std::fs::write(
+            scratch.join("counters").join(format!("{name}.json")),
+            serde_json::json!({"ports": ports}).to_string(),
+        )
+        .unwrap();
+        let run = |argv: &[&str], stdin: &str| {
+            let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+            let reply = device.run(&argv, stdin);
+            assert_eq!(reply.status, 0, "{name} {argv:?}: {}", reply.stderr);
+            reply.stdout
+        };
+        let reading: Reading = match intent.vendor {
+            switch_config::Vendor::Sonic => switch_config::sonic::counters::parse(
+                intent,
+                &run(&["show", "queue", "counters", "--json"], ""),
+                Ok(&run(&["show", "queue", "wredcounters", "--json"], "")),
+            ),
+            switch_config::Vendor::Eos => switch_config::eos::counters::parse(
+                intent,
+                &run(
+                    &["cli"],
+                    "show interfaces counters queue detail | json\n\
+                     show qos interfaces ecn counters queue | json\n",
+                ),
+            ),
+            switch_config::Vendor::Cumulus => {
+                let printed: String = intent
+                    .qos
+                    .ports
+                    .iter()
+                    .map(|p| run(&["nv", "show", "interface", p, "counters", "qos", "-o", "json"], ""))
+                    .collect();
+                switch_config::cumulus::counters::parse(intent, &printed)
+            }
+            switch_config::Vendor::Onyx => {
+                let script: String = intent
+                    .qos
+                    .ports
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "show interfaces ethernet {} congestion-control | json-print\n",
+                            p.trim_start_matches("Eth")
+                        )
+                    })
+                    .collect();
+                switch_config::onyx::counters::parse(intent, &run(&["cli"], &script))
+            }
+        }
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(reading.queues.len(), 8 * intent.qos.ports.len(), "{name}");
+        let last = intent.qos.ports.len() - 1;
+        let port = &intent.qos.ports[last];
+        let gradient = intent.qos.queues.iter().find(|q| q.ecn.is_some()).unwrap().queue;
+        let q = reading.queue(port, gradient).unwrap();
+        let expected = counted(last, usize::from(gradient));
+        let known = |c: &Count| c.known();
+        match intent.vendor {
+            switch_config::Vendor::Onyx => {
+                assert_eq!(known(&q.wred_dropped), Some(4), "{name}");
+                let all: u64 = (0..8).map(|i| counted(last, i).marked).sum();
+                assert_eq!(reading.port_marks[port], Count::Known(all), "{name}");
+                assert_eq!(known(&q.packets), None, "{name}");
+            }
+            vendor => {
+                assert_eq!(known(&q.packets), Some(expected.packets), "{name}");
+                assert_eq!(known(&q.marked), Some(expected.marked), "{name}");
+                let dropped = if vendor == switch_config::Vendor::Cumulus { 2 } else { 6 };
+                assert_eq!(known(&q.dropped), Some(dropped), "{name}");
+            }
+        }
+        if intent.vendor == switch_config::Vendor::Eos {
+            // A queue without ECN prints `-`: not exposed, not zero.
+            assert_eq!(known(&reading.queue(port, 0).unwrap().marked), None, "{name}");
+        }
+    }
+}

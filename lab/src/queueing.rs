@@ -10,7 +10,7 @@ use endhost_core::frame::Ipv4Packet;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::qos::{Curve, PortQos, QueueQos};
 
@@ -47,7 +47,7 @@ pub enum DropReason {
 }
 
 /// One queue's counters, as `show queue counters` gives them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueCounters {
     pub packets: u64,
     pub bytes: u64,

@@ -25,6 +25,7 @@
 //!   `<device>/paused`, then waits (up to 60 s) until `<device>/resume` exists, then
 //!   runs: a test can act while a change is at a known step.
 
+pub mod counters;
 pub mod eos;
 pub mod nvue;
 pub mod onyx;
@@ -48,6 +49,7 @@ pub const COMMANDS: &[&str] = &[
     "sudo",
     "systemd-run",
     "systemctl",
+    "show",
 ];
 
 const TIMER_FLAG: &str = "--emulator-timer";
@@ -387,6 +389,7 @@ impl Device {
             ["sonic-cfggen" | "config" | "systemd-run" | "systemctl", ..] => {
                 sonic::command(self, &args)
             }
+            ["show", ..] if self.vendor == "sonic" => sonic::command(self, &args),
             ["timer-expired", name] => match self.vendor.as_str() {
                 "eos" => eos::timer_expired(self, name),
                 "cumulus" => nvue::timer_expired(self),

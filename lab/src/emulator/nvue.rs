@@ -87,6 +87,12 @@ pub fn nv(device: &Device, args: &[&str]) -> Reply {
             }
         }
         ["config", "show", "-r", "applied", "-o", "commands"] => Reply::out(render(&applied)),
+        ["show", "interface", port, "counters", "qos", "-o", "json"] => {
+            match super::counters::nvue(device, port) {
+                Some(json) => Reply::out(json),
+                None => Reply::fail(1, "Error: The requested item does not exist.\n"),
+            }
+        }
         ["config", "diff", ..] => match device.read(PENDING) {
             Some(pending) => Reply::out(diff(&applied, &load(&pending))),
             None => Reply::default(),

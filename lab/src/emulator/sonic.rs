@@ -53,6 +53,12 @@ fn checkpoint_file(name: &str) -> String {
 pub fn command(device: &Device, args: &[&str]) -> Reply {
     match args {
         ["sonic-cfggen", "-d", "--print-data"] => Reply::out(running(device)),
+        ["show", "queue", "counters", "--json" | "-j"] => {
+            Reply::out(super::counters::sonic_queues(device))
+        }
+        ["show", "queue", "wredcounters", "--json" | "-j"] => {
+            Reply::out(super::counters::sonic_wred(device))
+        }
         ["config", "checkpoint", name] => {
             device.write(&checkpoint_file(name), &running(device));
             Reply::out("Checkpoint created successfully.\n")

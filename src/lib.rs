@@ -18,3 +18,4 @@ pub mod select;
 pub mod sim;
 pub mod ssh;
 pub mod switches;
+pub mod verify;

@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Command::Render(args) => cli::render::run(args),
         Command::Diff(args) => cli::diff::run(args),
         Command::Fetch(args) => cli::fetch::run(args),
+        Command::Verify(args) => cli::verify::run(args),
         Command::Apply(args) => cli::apply::run(args),
         Command::Confirm(args) => cli::confirm::run(args),
         Command::History(args) => cli::history::run(args),

@@ -240,7 +240,21 @@ fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
                     .qos
                     .ports
                     .iter()
-                    .map(|p| run(&["nv", "show", "interface", p, "counters", "qos", "-o", "json"], ""))
+                    .map(|p| {
+                        run(
+                            &[
+                                "nv",
+                                "show",
+                                "interface",
+                                p,
+                                "counters",
+                                "qos",
+                                "-o",
+                                "json",
+                            ],
+                            "",
+                        )
+                    })
                     .collect();
                 switch_config::cumulus::counters::parse(intent, &printed)
             }
@@ -263,7 +277,13 @@ fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
         assert_eq!(reading.queues.len(), 8 * intent.qos.ports.len(), "{name}");
         let last = intent.qos.ports.len() - 1;
         let port = &intent.qos.ports[last];
-        let gradient = intent.qos.queues.iter().find(|q| q.ecn.is_some()).unwrap().queue;
+        let gradient = intent
+            .qos
+            .queues
+            .iter()
+            .find(|q| q.ecn.is_some())
+            .unwrap()
+            .queue;
         let q = reading.queue(port, gradient).unwrap();
         let expected = counted(last, usize::from(gradient));
         let known = |c: &Count| c.known();
@@ -277,13 +297,21 @@ fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
             vendor => {
                 assert_eq!(known(&q.packets), Some(expected.packets), "{name}");
                 assert_eq!(known(&q.marked), Some(expected.marked), "{name}");
-                let dropped = if vendor == switch_config::Vendor::Cumulus { 2 } else { 6 };
+                let dropped = if vendor == switch_config::Vendor::Cumulus {
+                    2
+                } else {
+                    6
+                };
                 assert_eq!(known(&q.dropped), Some(dropped), "{name}");
             }
         }
         if intent.vendor == switch_config::Vendor::Eos {
             // A queue without ECN prints `-`: not exposed, not zero.
-            assert_eq!(known(&reading.queue(port, 0).unwrap().marked), None, "{name}");
+            assert_eq!(
+                known(&reading.queue(port, 0).unwrap().marked),
+                None,
+                "{name}"
+            );
         }
     }
 }

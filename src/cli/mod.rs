@@ -20,6 +20,7 @@ pub mod rollback;
 pub mod sim;
 pub mod stop;
 pub mod validate;
+pub mod verify;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -91,6 +92,7 @@ pub enum Command {
     Generate(generate::Args),
     Sim(sim::Args),
     Groups(groups::Args),
+    Verify(verify::Args),
     Lab(lab::Args),
 }
 

@@ -20,6 +20,7 @@ struct Line {
     tokens: Vec<Token>,
     from: Option<String>,
     to: Option<String>,
+    dscp_map: bool,
 }
 
 /// `lines` folded: each run of equal changes to items that differ in one number becomes
@@ -32,6 +33,7 @@ pub fn fold(lines: &[ChangeLine]) -> Vec<ChangeLine> {
             tokens: tokens(&line.item),
             from: line.from.clone(),
             to: line.to.clone(),
+            dscp_map: line.dscp_map,
         })
         .collect();
     for line in &folded {
@@ -58,6 +60,7 @@ pub fn fold(lines: &[ChangeLine]) -> Vec<ChangeLine> {
             item: line.tokens.iter().map(token_text).collect(),
             from: line.from,
             to: line.to,
+            dscp_map: line.dscp_map,
         })
         .collect()
 }
@@ -81,7 +84,7 @@ fn fold_at(lines: Vec<Line>, from_end: usize) -> Vec<Line> {
             }
             key.push('\u{1}');
         }
-        let _ = write!(key, "{:?}{:?}", line.from, line.to);
+        let _ = write!(key, "{:?}{:?}{}", line.from, line.to, line.dscp_map);
         match index_of.get(&key) {
             Some(&first) => {
                 let Token::Numbers(more) = &line.tokens[at] else {
@@ -202,6 +205,7 @@ mod tests {
             item: item.into(),
             from: from.map(String::from),
             to: to.map(String::from),
+            dscp_map: false,
         }
     }
 

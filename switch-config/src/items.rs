@@ -88,6 +88,9 @@ pub struct ChangeLine {
     pub from: Option<String>,
     /// What the plan wants; `None` if it wants the item gone.
     pub to: Option<String>,
+    /// The item decides which queue a DSCP value lands in.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dscp_map: bool,
 }
 
 impl<K: fmt::Display, V: fmt::Display> From<&Change<K, V>> for ChangeLine {
@@ -96,6 +99,7 @@ impl<K: fmt::Display, V: fmt::Display> From<&Change<K, V>> for ChangeLine {
             item: change.key().to_string(),
             from: change.from().map(ToString::to_string),
             to: change.to().map(ToString::to_string),
+            dscp_map: false,
         }
     }
 }

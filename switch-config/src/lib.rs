@@ -49,6 +49,11 @@ trait Driver {
     type Key: Ord + Clone + fmt::Display;
     type Value: PartialEq + Clone + fmt::Display;
 
+    /// Whether `key` decides which queue a DSCP value lands in (the DSCP and traffic
+    /// class maps, their binding to ports, trust): what every switch of a fabric must
+    /// run alike for spraying to keep classes apart.
+    fn maps_dscp(key: &Self::Key) -> bool;
+
     /// What the switch must hold for `intent`, in this vendor's terms.
     fn expected(intent: &SwitchIntent) -> Result<Items<Self::Key, Self::Value>, Error>;
 
@@ -171,7 +176,13 @@ fn difference<D: Driver>(
     Ok(SwitchDiff {
         switch: intent.name.clone(),
         vendor: intent.vendor,
-        changes: changes.iter().map(ChangeLine::from).collect(),
+        changes: changes
+            .iter()
+            .map(|change| ChangeLine {
+                dscp_map: D::maps_dscp(change.key()),
+                ..ChangeLine::from(change)
+            })
+            .collect(),
         commands,
     })
 }

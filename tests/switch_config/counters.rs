@@ -47,7 +47,10 @@ fn sonic_queue_and_wred_counters_are_read_per_unicast_queue() {
 fn sonic_before_202505_has_no_per_queue_marks_and_says_so() {
     let spine1 = lab_intent("spine1");
     let said = sample("sonic/wredcounters-202311.stderr");
-    let why = format!("`show queue wredcounters --json` failed ({})", said.lines().last().unwrap());
+    let why = format!(
+        "`show queue wredcounters --json` failed ({})",
+        said.lines().last().unwrap()
+    );
     let reading = sonic::counters::parse(
         &spine1,
         &sample("sonic/spine1-queue-counters-202505.json"),
@@ -63,29 +66,43 @@ fn sonic_before_202505_has_no_per_queue_marks_and_says_so() {
 #[test]
 fn sonic_na_cells_are_unexposed_never_zero() {
     let spine1 = lab_intent("spine1");
-    let text = sample("sonic/spine1-queue-counters-202505.json")
-        .replacen("\"totalpacket\": \"1000\"", "\"totalpacket\": \"N/A\"", 1);
+    let text = sample("sonic/spine1-queue-counters-202505.json").replacen(
+        "\"totalpacket\": \"1000\"",
+        "\"totalpacket\": \"N/A\"",
+        1,
+    );
     let reading = sonic::counters::parse(&spine1, &text, Err("none")).unwrap();
     assert_eq!(
         at(&reading, "Ethernet0", 0).packets,
         Count::unexposed("Counter/pkts: printed as `N/A`")
     );
-    let missing_port = sample("sonic/spine1-queue-counters-202505.json").replace("Ethernet4", "Ethernet8");
+    let missing_port =
+        sample("sonic/spine1-queue-counters-202505.json").replace("Ethernet4", "Ethernet8");
     let err = sonic::counters::parse(&spine1, &missing_port, Err("none")).unwrap_err();
-    assert!(err.to_string().contains("no counters for port Ethernet4"), "{err}");
+    assert!(
+        err.to_string().contains("no counters for port Ethernet4"),
+        "{err}"
+    );
 }
 
 #[test]
 fn eos_counters_are_summed_over_drop_precedences_and_dashes_are_unexposed() {
     let spine2 = lab_intent("spine2");
-    let reading = eos::counters::parse(&spine2, &sample("eos/spine2-queue-and-ecn-counters.json")).unwrap();
+    let reading =
+        eos::counters::parse(&spine2, &sample("eos/spine2-queue-and-ecn-counters.json")).unwrap();
     assert_eq!(reading.queues.len(), 16);
     let q6 = at(&reading, "Ethernet2/1", 6);
     assert_eq!(q6.packets, Count::Known(760 + 4));
     assert_eq!(q6.dropped, Count::Known(6 + 1));
     assert_eq!(q6.marked, Count::Known(13));
-    assert!(unexposed_saying(&q6.wred_dropped, "EOS counts no WRED drops"));
-    assert!(unexposed_saying(&at(&reading, "Ethernet1/1", 2).marked, "random-detect ecn count"));
+    assert!(unexposed_saying(
+        &q6.wred_dropped,
+        "EOS counts no WRED drops"
+    ));
+    assert!(unexposed_saying(
+        &at(&reading, "Ethernet1/1", 2).marked,
+        "random-detect ecn count"
+    ));
     let one_document = sample("eos/spine2-queue-and-ecn-counters.json");
     let first = &one_document[..one_document.find("\n{").unwrap()];
     assert!(eos::counters::parse(&spine2, first).is_err());
@@ -94,14 +111,16 @@ fn eos_counters_are_summed_over_drop_precedences_and_dashes_are_unexposed() {
 #[test]
 fn nvue_counters_are_read_per_traffic_class_and_old_releases_lack_marks() {
     let leaf1 = lab_intent("leaf1");
-    let reading = cumulus::counters::parse(&leaf1, &sample("cumulus/leaf1-counters-qos-5.9.json")).unwrap();
+    let reading =
+        cumulus::counters::parse(&leaf1, &sample("cumulus/leaf1-counters-qos-5.9.json")).unwrap();
     assert_eq!(reading.queues.len(), 32);
     let q6 = at(&reading, "swp31", 6);
     assert_eq!(q6.packets, Count::Known(306));
     assert_eq!(q6.dropped, Count::Known(2));
     assert_eq!(q6.wred_dropped, Count::Known(3));
     assert_eq!(q6.marked, Count::Known(36));
-    let old = cumulus::counters::parse(&leaf1, &sample("cumulus/leaf1-counters-qos-5.5.json")).unwrap();
+    let old =
+        cumulus::counters::parse(&leaf1, &sample("cumulus/leaf1-counters-qos-5.5.json")).unwrap();
     assert_eq!(
         at(&old, "swp31", 6).marked,
         Count::unexposed("ecn-marked-frames: not printed")
@@ -116,12 +135,16 @@ fn nvue_counters_are_read_per_traffic_class_and_old_releases_lack_marks() {
 #[test]
 fn onyx_counts_red_drops_per_class_and_marks_per_port_only() {
     let leaf2 = lab_intent("leaf2");
-    let reading = onyx::counters::parse(&leaf2, &sample("onyx/leaf2-congestion-control.json")).unwrap();
+    let reading =
+        onyx::counters::parse(&leaf2, &sample("onyx/leaf2-congestion-control.json")).unwrap();
     assert_eq!(reading.queues.len(), 32);
     let q6 = at(&reading, "Eth1/31", 6);
     assert_eq!(q6.wred_dropped, Count::Known(8));
     assert!(unexposed_saying(&q6.packets, "no print form"));
     assert!(unexposed_saying(&q6.marked, "per port only"));
-    assert!(unexposed_saying(&at(&reading, "Eth1/31", 0).wred_dropped, "no RED or ECN curve"));
+    assert!(unexposed_saying(
+        &at(&reading, "Eth1/31", 0).wred_dropped,
+        "no RED or ECN curve"
+    ));
     assert_eq!(reading.port_marks["Eth1/32"], Count::Known(43));
 }

@@ -18,7 +18,11 @@ use crate::queueing::QueueCounters;
 
 /// Per port, its eight queues, as the forwarder last wrote them.
 fn ports(device: &Device) -> BTreeMap<String, Vec<QueueCounters>> {
-    let name = device.dir.file_name().map(PathBuf::from).unwrap_or_default();
+    let name = device
+        .dir
+        .file_name()
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let file = device
         .dir
         .join("../../counters")
@@ -113,10 +117,7 @@ pub fn eos_queues(device: &Device) -> String {
                     (format!("TC{tc}"), json!({"dropPrecedences": {"DP0": dp0}}))
                 })
                 .collect();
-            (
-                port,
-                json!({"ucastQueues": {"trafficClasses": classes}}),
-            )
+            (port, json!({"ucastQueues": {"trafficClasses": classes}}))
         })
         .collect();
     format!(

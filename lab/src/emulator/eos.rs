@@ -114,12 +114,25 @@ pub fn cli(device: &Device, script: &str) -> Reply {
         let words: Vec<&str> = line.split_whitespace().collect();
         let result = match words.as_slice() {
             ["enable"] => Ok(String::new()),
-            ["show", "interfaces", "counters", "queue", "detail", "|", "json"] => {
-                Ok(super::counters::eos_queues(device))
-            }
-            ["show", "qos", "interfaces", "ecn", "counters", "queue", "|", "json"] => {
-                Ok(super::counters::eos_ecn(device))
-            }
+            [
+                "show",
+                "interfaces",
+                "counters",
+                "queue",
+                "detail",
+                "|",
+                "json",
+            ] => Ok(super::counters::eos_queues(device)),
+            [
+                "show",
+                "qos",
+                "interfaces",
+                "ecn",
+                "counters",
+                "queue",
+                "|",
+                "json",
+            ] => Ok(super::counters::eos_ecn(device)),
             ["show", "running-config"] => Ok(format!(
                 "! Command: show running-config\n{}",
                 running(device)

@@ -81,8 +81,9 @@ pub fn cli(device: &Device, script: &str) -> Reply {
         let result = match (configuring, line) {
             (_, "enable") => Ok(String::new()),
             (_, "show running-config") => Ok(config.render()),
-            (_, show) if show.starts_with("show interfaces ethernet ")
-                && show.ends_with(" congestion-control | json-print") =>
+            (_, show)
+                if show.starts_with("show interfaces ethernet ")
+                    && show.ends_with(" congestion-control | json-print") =>
             {
                 let number = show["show interfaces ethernet ".len()..]
                     .trim_end_matches(" congestion-control | json-print");

@@ -50,8 +50,8 @@
 //! `min-threshold-bytes`/`max-threshold-bytes` and list classes as `4,5,7` or `0-3`.
 
 mod commands;
-mod interfaces;
 pub mod counters;
+mod interfaces;
 pub(crate) mod push;
 mod render;
 
@@ -193,6 +193,16 @@ fn on(value: &str) -> bool {
 }
 
 impl Driver for Cumulus {
+    fn maps_dscp(key: &Key) -> bool {
+        matches!(
+            key,
+            Key::Trust
+                | Key::DscpPriority(_)
+                | Key::PriorityClass(_)
+                | Key::PortProfile(_, Profile::Mapping | Profile::EgressQueueMapping)
+        )
+    }
+
     type Key = Key;
     type Value = Value;
 

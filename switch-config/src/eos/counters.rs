@@ -36,8 +36,7 @@ pub fn parse(intent: &SwitchIntent, printed: &str) -> Result<Reading, CountersEr
     };
     let mut reading = Reading::default();
     for port in &intent.qos.ports {
-        let classes = &queues["egressQueueCounters"]["interfaces"][port.as_str()]["ucastQueues"]
-            ["trafficClasses"];
+        let classes = &queues["egressQueueCounters"]["interfaces"][port.as_str()]["ucastQueues"]["trafficClasses"];
         let Some(classes) = classes.as_object() else {
             return Err(output_error(
                 intent,
@@ -73,7 +72,10 @@ pub fn parse(intent: &SwitchIntent, printed: &str) -> Result<Reading, CountersEr
 
 /// `key` summed over the class's drop precedences.
 fn over_precedences(class: &Value, key: &str) -> Count {
-    let Some(precedences) = class["dropPrecedences"].as_object().filter(|p| !p.is_empty()) else {
+    let Some(precedences) = class["dropPrecedences"]
+        .as_object()
+        .filter(|p| !p.is_empty())
+    else {
         return Count::unexposed("dropPrecedences: not printed");
     };
     let mut sum = 0u64;

@@ -175,6 +175,13 @@ impl fmt::Display for Threshold {
 }
 
 impl Driver for Eos {
+    fn maps_dscp(key: &Key) -> bool {
+        matches!(
+            key,
+            Key::DscpClass(_) | Key::ClassQueue(_) | Key::ProfileTrust
+        )
+    }
+
     type Key = Key;
     type Value = Value;
 

@@ -182,6 +182,13 @@ impl fmt::Display for Value {
 }
 
 impl Driver for Onyx {
+    fn maps_dscp(key: &Key) -> bool {
+        matches!(
+            key,
+            Key::Trust(_) | Key::DscpPriority(..) | Key::ClassBinding(..)
+        )
+    }
+
     type Key = Key;
     type Value = Value;
 

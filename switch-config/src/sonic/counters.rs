@@ -79,7 +79,8 @@ pub fn parse(
 }
 
 fn one_document(intent: &SwitchIntent, command: &str, text: &str) -> Result<Value, CountersError> {
-    let mut docs = crate::counters::documents(text).map_err(|m| output_error(intent, command, m))?;
+    let mut docs =
+        crate::counters::documents(text).map_err(|m| output_error(intent, command, m))?;
     match (docs.pop(), docs.is_empty()) {
         (Some(doc @ Value::Object(_)), true) => Ok(doc),
         _ => Err(output_error(intent, command, "not one JSON object")),

@@ -204,6 +204,13 @@ impl fmt::Display for Value {
 }
 
 impl Driver for Sonic {
+    fn maps_dscp(key: &Key) -> bool {
+        matches!(
+            key.table,
+            Table::DscpToTcMap | Table::TcToQueueMap | Table::PortQosMap
+        )
+    }
+
     type Key = Key;
     type Value = Value;
 

@@ -48,11 +48,15 @@ Exit codes:
      its line says which; (bootstrap, launch, stop) at least one host failed: its
      line says why (bootstrap undoes its network changes on the host; a failed DPDK
      preparation step keeps them); (fetch) a switch's configuration could not be
-     read or saved
-  5  (apply, fetch, bootstrap, launch, stop) at least one switch or host was unreachable
-     (none failed); nothing was sent to it
+     read or saved; (verify) a switch's configuration or counters could not be read
+  5  (apply, fetch, bootstrap, launch, stop, verify) at least one switch or host was
+     unreachable (none failed); nothing was sent to it
   6  (diff --exit-code, apply --check --exit-code) at least one switch differs from
      the plan
+  7  (verify) at least one switch runs something the plan does not say (its lines
+     say what)
+  8  (verify) nothing differs, but a counter the plan's queues need is not exposed by
+     the switch's OS (its lines name it)
   130 (apply) SIGINT or SIGTERM stopped the run: no switch was started after it; a
      switch in progress had its staged change discarded or its commit rolled back
      (each line and the journal say which); a second signal ends mltctl at once and

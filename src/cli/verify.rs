@@ -29,7 +29,7 @@ use super::{Failure, InventoryArg, SshArgs, load, planned};
 /// say what the switch runs and what the plan wants), unverifiable (a counter the plan's
 /// queues need is not exposed by this OS; which, and why), failed, unreachable.
 #[derive(clap::Args)]
-#[command(after_help = VERIFY_EXIT_CODES)]
+#[command(after_help = super::EXIT_CODES)]
 pub struct Args {
     #[command(flatten)]
     pub inventory: InventoryArg,
@@ -42,17 +42,6 @@ pub struct Args {
     #[command(flatten)]
     pub ssh: SshArgs,
 }
-
-pub const VERIFY_EXIT_CODES: &str = "\
-Exit codes:
-  0  every switch runs the plan and exposes the counters of the plan's queues
-  1  error: a file could not be read
-  2  the command line is wrong
-  3  the inventory is invalid
-  4  a switch's configuration or counters could not be read (its line says why)
-  5  a switch was unreachable (none failed)
-  7  at least one switch runs something the plan does not say (its lines say what)
-  8  nothing differs, but a counter the plan's queues need is not exposed (named)";
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(&args.inventory.inventory)?)?;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use mlt_common::outcome::Status;
 use mlt_common::redact::clean;
 use serde::Serialize;
-use switch_config::counters::{self, Reading};
+use switch_config::counters::Reading;
 use switch_config::{ChangeLine, Vendor};
 
 use crate::parallel::{self, Progress};
@@ -107,14 +107,14 @@ fn read_first(switch: &SwitchPlan, ssh: &SshOptions) -> Result<First, Unread> {
     let changes = switch_config::diff(intent, Some(&running))
         .map_err(|e| failed("the running configuration", &e))?
         .changes;
-    let counters =
-        counters::read(intent, &mut session).map_err(|e| failed("queue counters", &e))?;
+    let counters = switch_config::read_counters(intent, &mut session)
+        .map_err(|e| failed("queue counters", &e))?;
     Ok(First { changes, counters })
 }
 
 fn read_counters(switch: &SwitchPlan, ssh: &SshOptions) -> Result<Reading, Unread> {
     let mut session = open(switch, ssh)?;
-    counters::read(&switch.intent, &mut session).map_err(|e| {
+    switch_config::read_counters(&switch.intent, &mut session).map_err(|e| {
         (
             Status::Failed,
             clean(&format!("cannot read queue counters: {e}")),

@@ -1,5 +1,5 @@
 //! Per-queue counters, as each switch OS prints them: the commands that read them
-//! (`<vendor>/counters.rs`) and a vendor-neutral reading of their output. A counter the
+//! (`<vendor>/counters.rs`, through [`crate::read_counters`]) and a vendor-neutral reading of their output. A counter the
 //! OS does not expose — a release without it, a cell printed `N/A` or `-`, a print form
 //! no public document gives — is [`Count::Unexposed`] with the reason, never zero.
 //!
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::push::{PushError, Session};
+use crate::push::PushError;
 use crate::{SwitchIntent, Vendor};
 
 /// One counter's value, or why the switch does not give it.
@@ -112,7 +112,7 @@ impl Reading {
         Reading { queues, port_marks }
     }
 
-    fn sorted(mut self) -> Reading {
+    pub(crate) fn sorted(mut self) -> Reading {
         self.queues
             .sort_by(|a, b| (&a.port, a.queue).cmp(&(&b.port, b.queue)));
         self
@@ -172,17 +172,6 @@ pub enum CountersError {
         command: String,
         message: String,
     },
-}
-
-/// Reads the queue counters of the intent's ports over `session`.
-pub fn read(intent: &SwitchIntent, session: &mut dyn Session) -> Result<Reading, CountersError> {
-    let reading = match intent.vendor {
-        Vendor::Sonic => crate::sonic::counters::read(intent, session),
-        Vendor::Eos => crate::eos::counters::read(intent, session),
-        Vendor::Cumulus => crate::cumulus::counters::read(intent, session),
-        Vendor::Onyx => crate::onyx::counters::read(intent, session),
-    }?;
-    Ok(reading.sorted())
 }
 
 /// A parse failure of `command`'s output on `intent`'s switch.

@@ -127,6 +127,21 @@ pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn push::De
     }
 }
 
+/// Reads the queue counters of `intent`'s ports over `session`, in the vendor's own
+/// print form.
+pub fn read_counters(
+    intent: &SwitchIntent,
+    session: &mut dyn push::Session,
+) -> Result<counters::Reading, counters::CountersError> {
+    let reading = match intent.vendor {
+        Vendor::Sonic => sonic::counters::read(intent, session),
+        Vendor::Eos => eos::counters::read(intent, session),
+        Vendor::Cumulus => cumulus::counters::read(intent, session),
+        Vendor::Onyx => onyx::counters::read(intent, session),
+    }?;
+    Ok(reading.sorted())
+}
+
 /// How a switch differs from its intent, and what would fix it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SwitchDiff {

@@ -3,7 +3,7 @@
 //! polls none) and, from 202505, `show queue wredcounters --json` (wredstat:
 //! `wreddroppacket`, `ecnmarkedpacket`). Earlier releases have no per-queue ECN or
 //! WRED counter at all; where the command is missing those counters are unexposed.
-//! Forms: sonic-utilities `scripts/queuestat`, `scripts/wredstat` and their tests.
+//! Forms: sonic-utilities' queuestat and wredstat scripts and their tests.
 
 use mlt_common::redact::clean;
 use mlt_common::shell::ShellCommand;

@@ -35,10 +35,26 @@ pub fn mltctl_within(args: &[&str], limit: std::time::Duration) -> Option<Output
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("mltctl runs");
+    // Drained while it runs: output past a pipe's buffer must not stall it.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let deadline = std::time::Instant::now() + limit;
     while std::time::Instant::now() < deadline {
-        if child.try_wait().expect("a child").is_some() {
-            return Some(child.wait_with_output().expect("its output"));
+        if let Some(status) = child.try_wait().expect("a child") {
+            return Some(Output {
+                status,
+                stdout: stdout.join().expect("stdout read"),
+                stderr: stderr.join().expect("stderr read"),
+            });
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

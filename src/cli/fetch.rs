@@ -7,7 +7,6 @@ use anyhow::Context;
 use mlt_common::outcome::{Status, Summary};
 use mltctl::fetch;
 use mltctl::parallel::Progress;
-use mltctl::select::Selection;
 
 use super::{Failure, InventoryArg, SshArgs, load, planned};
 
@@ -35,13 +34,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(&args.inventory.inventory)?)?;
-    let targets = Selection::parse(&args.run.limit)
-        .and_then(|s| s.select(&plan))
-        .map_err(|e| Failure::Usage(e.to_string()))?
-        .switches;
-    if targets.is_empty() {
-        return Err(Failure::Usage("--limit selects no switch".into()));
-    }
+    let targets = super::apply::selected(&plan, &args.run.limit)?;
     // What is saved there carries the switches' secrets: a directory only this user can
     // read or change.
     mlt_common::files::trusted_dir(&args.out).with_context(|| {
@@ -62,13 +55,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         &mut |p| {
             if let Progress::Finished(_, r) = p {
                 if args.run.json {
-                    let mut line = serde_json::json!({ "event": "device" });
-                    if let (Some(map), Ok(serde_json::Value::Object(fields))) =
-                        (line.as_object_mut(), serde_json::to_value(r))
-                    {
-                        map.extend(fields);
-                    }
-                    println!("{line}");
+                    println!("{}", super::hosts::event_line("device", r));
                 } else {
                     let detail = match (&r.file, &r.message) {
                         (Some(file), _) => format!("saved {} ({} bytes)", file.display(), r.bytes),

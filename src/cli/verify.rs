@@ -5,7 +5,6 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use mltctl::parallel::Progress;
-use mltctl::select::Selection;
 use mltctl::verify::{self, SwitchCheck, Verdict};
 use switch_config::counters::Count;
 
@@ -45,13 +44,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(&args.inventory.inventory)?)?;
-    let targets = Selection::parse(&args.run.limit)
-        .and_then(|s| s.select(&plan))
-        .map_err(|e| Failure::Usage(e.to_string()))?
-        .switches;
-    if targets.is_empty() {
-        return Err(Failure::Usage("--limit selects no switch".into()));
-    }
+    let targets = super::apply::selected(&plan, &args.run.limit)?;
     let progress = !args.run.json && std::io::stderr().is_terminal();
     if progress {
         eprintln!(
@@ -70,13 +63,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         &mut |p| {
             if let Progress::Finished(_, check) = p {
                 if args.run.json {
-                    let mut line = serde_json::json!({ "event": "device" });
-                    if let (Some(map), Ok(serde_json::Value::Object(fields))) =
-                        (line.as_object_mut(), serde_json::to_value(check))
-                    {
-                        map.extend(fields);
-                    }
-                    println!("{line}");
+                    println!("{}", super::hosts::event_line("device", check));
                 } else {
                     print!("{}", shown(check));
                 }

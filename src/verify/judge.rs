@@ -6,7 +6,7 @@ use std::fmt;
 
 use mlt_common::outcome::Status;
 use serde::Serialize;
-use switch_config::counters::{Count, QueueCount, Reading};
+use switch_config::counters::{Count, Reading};
 use switch_config::{ChangeLine, SwitchIntent};
 
 use super::SwitchCheck;
@@ -76,7 +76,7 @@ pub fn judge(intent: &SwitchIntent, changes: &[ChangeLine], grown: &Reading) -> 
             {
                 miss("ECN marks", unexposed);
             }
-            queues.push(QueueCount::clone(counted));
+            queues.push(counted.clone());
         }
     }
     let unverifiable: Vec<String> = missing
@@ -133,6 +133,7 @@ pub fn unread(intent: &SwitchIntent, status: Status, message: String) -> SwitchC
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switch_config::counters::QueueCount;
     use switch_config::{EcnThresholds, QosIntent, QueueIntent, Scheduler, Vendor};
 
     fn intent() -> SwitchIntent {

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::push::PushError;
 use crate::{SwitchIntent, Vendor};
@@ -131,16 +132,16 @@ pub(crate) fn queue_of_class(intent: &SwitchIntent, tc: u8) -> u8 {
 
 /// A vendor's count, written as a decimal number or a string of one; `N/A`, `-` and
 /// anything else that is not a number is the counter not exposed, with `what` named.
-pub(crate) fn count(value: Option<&serde_json::Value>, what: &str) -> Count {
+pub(crate) fn count(value: Option<&Value>, what: &str) -> Count {
     let number = match value {
-        Some(serde_json::Value::Number(n)) => n.as_u64(),
-        Some(serde_json::Value::String(s)) => s.trim().parse().ok(),
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.trim().parse().ok(),
         _ => None,
     };
     match (number, value) {
         (Some(n), _) => Count::Known(n),
         (None, None) => Count::unexposed(format!("{what}: not printed")),
-        (None, Some(serde_json::Value::String(s))) => Count::unexposed(format!(
+        (None, Some(Value::String(s))) => Count::unexposed(format!(
             "{what}: printed as {}",
             mlt_common::redact::shown(s)
         )),
@@ -152,12 +153,34 @@ pub(crate) fn count(value: Option<&serde_json::Value>, what: &str) -> Count {
 }
 
 /// Every JSON document in `text`, in order (a CLI session prints one per command).
-pub(crate) fn documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+pub(crate) fn documents(text: &str) -> Result<Vec<Value>, String> {
     let start = text.find(['{', '[']).unwrap_or(text.len());
     serde_json::Deserializer::from_str(&text[start..])
-        .into_iter::<serde_json::Value>()
+        .into_iter::<Value>()
         .collect::<Result<_, _>>()
         .map_err(|e| format!("not the JSON the command prints: {e}"))
+}
+
+/// The JSON documents a command run once per port of the intent printed, one per port
+/// in the intent's order.
+pub(crate) fn per_port<'i>(
+    intent: &'i SwitchIntent,
+    command: &str,
+    printed: &str,
+) -> Result<impl Iterator<Item = (&'i String, Value)>, CountersError> {
+    let docs = documents(printed).map_err(|m| output_error(intent, command, m))?;
+    if docs.len() != intent.qos.ports.len() {
+        return Err(output_error(
+            intent,
+            command,
+            format!(
+                "{} JSON documents for {} ports",
+                docs.len(),
+                intent.qos.ports.len()
+            ),
+        ));
+    }
+    Ok(intent.qos.ports.iter().zip(docs))
 }
 
 /// Why a reading failed.

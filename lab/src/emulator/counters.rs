@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::Device;
+use crate::qos::SwitchQos;
 use crate::queueing::QueueCounters;
 
 /// Per port, its eight queues, as the forwarder last wrote them.
@@ -48,8 +49,7 @@ fn all_drops(q: &QueueCounters) -> u64 {
     wred(q) + q.dropped_full
 }
 
-fn marks_on(device: &Device, port: &str, queue: usize) -> bool {
-    let qos = device.qos();
+fn marks_on(qos: &SwitchQos, port: &str, queue: usize) -> bool {
     qos.port(port)
         .and_then(|p| p.queues.get(&(queue as u8)))
         .is_some_and(|q| q.mark.is_some())
@@ -128,6 +128,7 @@ pub fn eos_queues(device: &Device) -> String {
 
 /// EOS `show qos interfaces ecn counters queue | json`: `-` where the queue has no ECN.
 pub fn eos_ecn(device: &Device) -> String {
+    let qos = device.qos();
     let interfaces: serde_json::Map<String, Value> = ports(device)
         .into_iter()
         .map(|(port, queues)| {
@@ -135,7 +136,7 @@ pub fn eos_ecn(device: &Device) -> String {
                 .iter()
                 .enumerate()
                 .map(|(i, q)| {
-                    let value = if marks_on(device, &port, i) {
+                    let value = if marks_on(&qos, &port, i) {
                         q.marked.to_string()
                     } else {
                         "-".to_string()
@@ -187,12 +188,13 @@ pub fn onyx(device: &Device, number: &str) -> Option<String> {
     let ports = ports(device);
     let queues = ports.get(&port)?;
     let marked: u64 = queues.iter().map(|q| q.marked).sum();
+    let qos = device.qos();
     let mut list = vec![json!({
         "Interface ethernet": number,
         "ECN marked packets": marked.to_string(),
     })];
     for (tc, q) in queues.iter().enumerate() {
-        list.push(if marks_on(device, &port, tc) {
+        list.push(if marks_on(&qos, &port, tc) {
             json!({
                 "header": format!("TC-{tc}"),
                 "Mode": "ECN",

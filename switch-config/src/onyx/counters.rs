@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::SwitchIntent;
 use crate::counters::{
-    Count, CountersError, QueueCount, Reading, count, documents, output_error, queue_of_class,
+    Count, CountersError, QueueCount, Reading, count, output_error, per_port, queue_of_class,
 };
 use crate::push::{Session, run_cli};
 
@@ -39,20 +39,9 @@ pub fn read(intent: &SwitchIntent, t: &mut dyn Session) -> Result<Reading, Count
 
 /// The reading from what the command printed for each of the intent's ports, in order.
 pub fn parse(intent: &SwitchIntent, printed: &str) -> Result<Reading, CountersError> {
-    let docs = documents(printed).map_err(|m| output_error(intent, COMMAND, m))?;
-    if docs.len() != intent.qos.ports.len() {
-        return Err(output_error(
-            intent,
-            COMMAND,
-            format!(
-                "{} JSON documents for {} ports",
-                docs.len(),
-                intent.qos.ports.len()
-            ),
-        ));
-    }
+    let docs = per_port(intent, COMMAND, printed)?;
     let mut reading = Reading::default();
-    for (port, doc) in intent.qos.ports.iter().zip(&docs) {
+    for (port, doc) in docs {
         let Some([head, classes @ ..]) = doc.as_array().map(Vec::as_slice) else {
             return Err(output_error(
                 intent,

@@ -5,7 +5,7 @@
 //! WRED counter at all; where the command is missing those counters are unexposed.
 //! Forms: sonic-utilities' queuestat and wredstat scripts and their tests.
 
-use mlt_common::redact::clean;
+use mlt_common::redact::shown;
 use mlt_common::shell::ShellCommand;
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ pub fn read(intent: &SwitchIntent, t: &mut dyn Session) -> Result<Reading, Count
             .unwrap_or("no message");
         Err(format!(
             "`{WRED_COUNTERS}` failed ({}): SONiC before 202505 has no per-queue ECN or WRED counters",
-            clean(said)
+            shown(said)
         ))
     };
     parse(intent, &queues, wred.as_deref().map_err(String::as_str))

@@ -159,13 +159,20 @@ impl Job {
     }
 }
 
-/// The child's output once it ends, killing it at `deadline`.
-fn wait(mut child: std::process::Child, deadline: Instant) -> Output {
-    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    child.wait_with_output().unwrap()
+/// The child's output once it ends, killing it at `deadline`. Its pipes are read while
+/// it runs: a child blocked on a full pipe would stall its peers' collectives too.
+fn wait(child: std::process::Child, deadline: Instant) -> Output {
+    let pid = child.id();
+    let (done, ended) = std::sync::mpsc::channel();
+    let killer = std::thread::spawn(move || {
+        if ended.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    killer.join().unwrap();
+    out
 }
 
 #[test]

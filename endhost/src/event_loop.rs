@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use crate::datapath::Datapath;
 use crate::mesh::Incoming;
 use endhost_core::collective::{Allreduce, Completion, Done, Engine, OpError, OpId};
+use endhost_core::proto::counters::DscpArrivals;
 use endhost_core::proto::{Control, Counters};
 
 /// Datagrams sent per loop turn at most, so that arrivals are not starved.
@@ -60,6 +61,12 @@ pub enum Inbound {
         reply: Reply,
     },
     Counters(oneshot::Sender<Counters>),
+    /// A class probe burst; the reply says how many probes go, and what has arrived.
+    ProbeClass {
+        dscp: u8,
+        per_path: u32,
+        reply: oneshot::Sender<(u64, Vec<DscpArrivals>)>,
+    },
     /// Finish what is in flight, then stop.
     Shutdown,
 }
@@ -194,10 +201,9 @@ impl<D: Datapath> EventLoop<D> {
             }
             let now = self.now();
             let (engine, sources) = (&mut self.engine, &self.sources);
-            if let Err(e) = self
-                .datapath
-                .receive(&mut |from, d| engine.handle_datagram(now, sources.rank(from), d))
-            {
+            if let Err(e) = self.datapath.receive(&mut |from, tos, d| {
+                engine.handle_datagram(now, sources.rank(from), tos, d)
+            }) {
                 eprintln!("endhost: receive failed: {e}");
             }
             let now = self.now();
@@ -288,6 +294,14 @@ impl<D: Datapath> EventLoop<D> {
             }
             Inbound::Counters(tx) => {
                 let _ = tx.send(self.engine.endpoint().counters());
+            }
+            Inbound::ProbeClass {
+                dscp,
+                per_path,
+                reply,
+            } => {
+                let queued = self.engine.probe_class(dscp, per_path);
+                let _ = reply.send((queued, self.engine.endpoint().counters().arrivals));
             }
             Inbound::Shutdown => *stopping = true,
         }

@@ -12,6 +12,7 @@ fn main() -> ExitCode {
         Command::Configure(args) => return cli::configure::run(args),
         Command::Serve(args) => cli::serve::run(args),
         Command::Status(args) => cli::status::run(args),
+        Command::Probe(args) => cli::probe::run(args),
         Command::Stop(args) => cli::stop::run(args),
         Command::Allreduce(args) => cli::allreduce::run(args),
         Command::Run(args) => cli::run::run(args),

@@ -15,6 +15,7 @@ use crate::event_loop::{EventLoop, Inbound, Reply, Sources, Wake};
 use crate::mesh::{self, MeshConfig, MeshError};
 use endhost_core::collective::{Algorithm, Allreduce, Done, Engine, OpError};
 use endhost_core::config::TransportConfig;
+use endhost_core::proto::counters::DscpArrivals;
 use endhost_core::proto::{Control, Counters, Endpoint, EndpointConfig};
 
 #[derive(Debug, thiserror::Error)]
@@ -391,6 +392,22 @@ impl Transport {
     pub async fn counters(&self) -> Result<Counters, TransportError> {
         let (tx, rx) = oneshot::channel();
         self.submit(Inbound::Counters(tx))?;
+        rx.await.map_err(|_| TransportError::Stopped)
+    }
+
+    /// Queues a class probe burst with `dscp`, `per_path` to every peer on each path;
+    /// returns how many probes will go and what has arrived from peers so far.
+    pub async fn probe_class(
+        &self,
+        dscp: u8,
+        per_path: u32,
+    ) -> Result<(u64, Vec<DscpArrivals>), TransportError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Inbound::ProbeClass {
+            dscp,
+            per_path,
+            reply: tx,
+        })?;
         rx.await.map_err(|_| TransportError::Stopped)
     }
 }

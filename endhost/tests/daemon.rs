@@ -81,6 +81,7 @@ fn launched_transports_serve_allreduces_and_stop() {
             assert_eq!(line["exact"], 1.0, "{line}");
         }
     }
+    probes_arrive_with_their_class_dscp(&ranks);
     for r in 0..world {
         let pid_file = ranks.file(r, "pid");
         let pid = std::fs::read_to_string(&pid_file).unwrap();
@@ -95,6 +96,67 @@ fn launched_transports_serve_allreduces_and_stop() {
         let again = endhost(&["stop", "--pid-file", &pid_file]);
         assert_eq!(String::from_utf8_lossy(&again.stdout), "not running\n");
     }
+}
+
+/// Rank 0 probes class 0; rank 1 counts them by the DSCP they came with, apart from
+/// the allreduces' data, and the status says what each transport marks with.
+fn probes_arrive_with_their_class_dscp(ranks: &Launched) {
+    let probe = |rank: u32, args: &[&str]| {
+        let socket = ranks.file(rank, "sock");
+        let mut all = vec!["probe", "--socket", &socket, "--json"];
+        all.extend_from_slice(args);
+        endhost(&all)
+    };
+    let arrivals_of = |reply: &serde_json::Value, dscp: u64| {
+        reply["arrivals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["dscp"] == dscp)
+            .cloned()
+            .unwrap_or_else(|| panic!("nothing with DSCP {dscp}: {reply}"))
+    };
+    let before = probe(1, &["--class", "0", "--per-path", "0"]);
+    assert!(before.status.success(), "{}", text(&before));
+    let before: serde_json::Value = serde_json::from_slice(&before.stdout).unwrap();
+    let data = arrivals_of(&before, 32);
+    assert!(data["packets"].as_u64().unwrap() > 0, "{before}");
+    assert_eq!(data["probes"], 0, "{before}");
+    let sent = probe(0, &["--class", "0", "--per-path", "8"]);
+    assert!(sent.status.success(), "{}", text(&sent));
+    let sent: serde_json::Value = serde_json::from_slice(&sent.stdout).unwrap();
+    // Two peers, one path each.
+    assert_eq!(
+        (sent["dscp"].as_u64(), sent["queued"].as_u64()),
+        (Some(32), Some(16))
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let now = probe(1, &["--class", "0", "--per-path", "0"]);
+        let now: serde_json::Value = serde_json::from_slice(&now.stdout).unwrap();
+        let probes = arrivals_of(&now, 32)["probes"].as_u64().unwrap_or(0);
+        if probes == 8 {
+            // Loopback marks nothing, and no data came meanwhile.
+            assert_eq!(arrivals_of(&now, 32)["probes_ce"], 0, "{now}");
+            assert_eq!(arrivals_of(&now, 32)["packets"], data["packets"], "{now}");
+            break;
+        }
+        assert!(probes < 8 && std::time::Instant::now() < deadline, "{now}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let unknown = probe(0, &["--class", "9"]);
+    assert_eq!(unknown.status.code(), Some(1), "{}", text(&unknown));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("this transport has no class 9"),
+        "{}",
+        text(&unknown)
+    );
+    let out = endhost(&["status", "--socket", &ranks.file(0, "sock"), "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["classes"][0]["dscp"], 32, "{status}");
+    assert_eq!(status["control_dscp"], 46, "{status}");
+    assert_eq!(status["mtu"], 1500, "{status}");
+    assert_eq!(status["path_addresses"], serde_json::json!(["127.0.0.1"]));
 }
 
 fn is_zombie(pid: &str) -> bool {

@@ -167,7 +167,7 @@ fn every_malformed_datagram_is_dropped_and_counted_under_its_reason() {
         let (mut endpoint, buffer, _) = endpoint();
         // From the address of the rank it names: the reasons here are the packet's own.
         let from = Packet::new_checked(&bytes[..]).ok().map(|p| p.rank());
-        endpoint.handle_datagram(10, from, &bytes);
+        endpoint.handle_datagram(10, from, 0, &bytes);
         let counters = endpoint.counters();
         let d = &counters.dropped;
         let late: u64 = counters.peers.iter().map(|p| p.late).sum();
@@ -196,7 +196,7 @@ fn every_malformed_datagram_is_dropped_and_counted_under_its_reason() {
     // (rank 2's, or no peer's), is dropped and counted: the rank field is a claim.
     for from in [Some(2), None] {
         let (mut endpoint, buffer, _) = endpoint();
-        endpoint.handle_datagram(10, from, &valid().1);
+        endpoint.handle_datagram(10, from, 0, &valid().1);
         let counters = endpoint.counters();
         assert_eq!(counters.dropped.wrong_source, 1, "from {from:?}");
         assert_eq!(counters.dropped.total(), 1, "from {from:?}");
@@ -204,7 +204,7 @@ fn every_malformed_datagram_is_dropped_and_counted_under_its_reason() {
     }
     // And from rank 1's address it is accepted.
     let (mut endpoint, buffer, _) = endpoint();
-    endpoint.handle_datagram(10, Some(1), &valid().1);
+    endpoint.handle_datagram(10, Some(1), 0, &valid().1);
     assert_eq!(endpoint.counters().dropped.total(), 0);
     assert!(buffer.borrow()[0] != 0.0);
     // It asked for an acknowledgement: one goes back, echoing its message and sequence.

@@ -165,7 +165,10 @@ fn wait(child: std::process::Child, deadline: Instant) -> Output {
     let pid = child.id();
     let (done, ended) = std::sync::mpsc::channel();
     let killer = std::thread::spawn(move || {
-        if ended.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
+        if ended
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
     });

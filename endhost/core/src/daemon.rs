@@ -14,7 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::DatapathKind;
+use crate::config::{ClassTag, DatapathKind};
+use crate::proto::counters::DscpArrivals;
 
 /// The largest allreduce the socket accepts (1 GiB of f32), so a bad request cannot
 /// make the daemon allocate without bound.
@@ -45,6 +46,24 @@ pub enum Request {
         #[serde(default)]
         loss_bound: Option<f64>,
     },
+    /// Sends `per_path` class probes with `class`'s DSCP (as this transport runs it) to
+    /// every peer on every path, half ECN-capable; 0 sends none. The reply,
+    /// [`ProbeReply`], says what has arrived from peers so far, by DSCP.
+    Probe {
+        class: u8,
+        per_path: u32,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeReply {
+    pub error: Option<String>,
+    /// The DSCP the probes carry.
+    pub dscp: u8,
+    /// Probes queued to send.
+    pub queued: u64,
+    /// Everything that arrived from peers since the transport started, by DSCP.
+    pub arrivals: Vec<DscpArrivals>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +83,18 @@ pub struct TransportStatus {
     pub pid: u32,
     /// Allreduces served so far.
     pub allreduces: u64,
+    /// What the transport marks its packets with: the classes' DSCPs and the control
+    /// DSCP, and the largest IP packet it sends (what `mltctl verify` checks against
+    /// the plan and the switches).
+    #[serde(default)]
+    pub classes: Vec<ClassTag>,
+    #[serde(default)]
+    pub control_dscp: u8,
+    #[serde(default)]
+    pub mtu: u16,
+    /// The host's own addresses on each spine's path.
+    #[serde(default)]
+    pub path_addresses: Vec<std::net::Ipv4Addr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -388,10 +388,10 @@ pub fn parse(frame: &[u8]) -> Result<Datagram, Rejected> {
     })
 }
 
-/// The source and payload of a frame [`parse`] accepted and cut at the end of its
-/// datagram (the RX lcore did both), read again without the checksums; `None` only if
-/// the frame is not one.
-pub fn accepted(frame: &[u8]) -> Option<(SocketAddrV4, &[u8])> {
+/// The source, IP TOS byte and payload of a frame [`parse`] accepted and cut at the end
+/// of its datagram (the RX lcore did both), read again without the checksums; `None`
+/// only if the frame is not one.
+pub fn accepted(frame: &[u8]) -> Option<(SocketAddrV4, u8, &[u8])> {
     let ip = frame.get(ETHERNET_LEN..)?;
     let header_len = usize::from(ip.first()? & 0x0f) * 4;
     if header_len < IPV4_LEN {
@@ -400,7 +400,7 @@ pub fn accepted(frame: &[u8]) -> Option<(SocketAddrV4, &[u8])> {
     let udp = ip.get(header_len..)?;
     let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
     let port = u16::from_be_bytes([*udp.first()?, *udp.get(1)?]);
-    Some((SocketAddrV4::new(src, port), udp.get(UDP_LEN..)?))
+    Some((SocketAddrV4::new(src, port), ip[1], udp.get(UDP_LEN..)?))
 }
 
 #[cfg(test)]
@@ -429,8 +429,9 @@ mod tests {
         let frame = frame(&payload, (32 << 2) | 0b10);
         let datagram = parse(&frame).unwrap();
         assert_eq!(datagram.src, addresses().src);
-        let (source, read_again) = accepted(&frame[..datagram.payload.end]).unwrap();
+        let (source, tos, read_again) = accepted(&frame[..datagram.payload.end]).unwrap();
         assert_eq!(source, addresses().src);
+        assert_eq!(tos, 0x82);
         assert_eq!(read_again, &payload[..]);
         assert_eq!(datagram.dst, addresses().dst);
         assert_eq!(datagram.dst_mac, addresses().dst_mac);

@@ -27,6 +27,10 @@
 //! sequence of a data packet that asked for one ([`Flags::ACK_REQUEST`]); the sender
 //! kept that packet's send time, so the RTT needs no timestamp on the wire.
 //!
+//! A class probe (kind [`Kind::ClassProbe`]) carries padding only: `mltctl verify` has
+//! the transports send bursts of them with a class's DSCP over every path, and the
+//! receiver counts what arrived per DSCP and with CE; no message is involved.
+//!
 //! Version 3 changed the control channel's HELLO (a nonce, and the job key's proof);
 //! version 4 narrowed the kind to three bits for a fifth flag, [`Flags::INEXACT`], which
 //! carries a loss on towards the result, so a receiver knows which values are exact.
@@ -61,6 +65,7 @@ mod field {
 pub enum Kind {
     Data = 1,
     Ack = 2,
+    ClassProbe = 3,
 }
 
 /// Header flags.
@@ -167,6 +172,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         match self.buffer.as_ref()[field::KIND_FLAGS] >> FLAG_BITS {
             1 => Some(Kind::Data),
             2 => Some(Kind::Ack),
+            3 => Some(Kind::ClassProbe),
             _ => None,
         }
     }

@@ -5,6 +5,7 @@ pub mod allreduce;
 pub mod bench;
 pub mod configure;
 pub mod controller;
+pub mod probe;
 pub mod run;
 pub mod serve;
 pub mod status;
@@ -41,6 +42,7 @@ pub struct Cli {
 pub enum Command {
     Serve(serve::Args),
     Status(status::Args),
+    Probe(probe::Args),
     Stop(stop::Args),
     Allreduce(allreduce::Args),
     Configure(configure::Args),

@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Instant;
 
-use endhost_core::daemon::{AllreduceReply, Request, TransportStatus};
+use endhost_core::daemon::{AllreduceReply, ProbeReply, Request, TransportStatus};
 use mlt_common::files::{self, Access};
 use serde::Deserialize;
 
@@ -48,6 +48,12 @@ impl Client {
 
     pub fn status(&mut self) -> io::Result<TransportStatus> {
         self.request(&Request::Status)?;
+        self.reply()
+    }
+
+    /// Sends a class probe burst (see [`Request::Probe`]).
+    pub fn probe(&mut self, class: u8, per_path: u32) -> io::Result<ProbeReply> {
+        self.request(&Request::Probe { class, per_path })?;
         self.reply()
     }
 

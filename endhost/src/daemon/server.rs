@@ -9,7 +9,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use endhost_core::collective::Done;
-use endhost_core::daemon::{AllreduceReply, Attached, MAX_VALUES, Request, TransportStatus};
+use endhost_core::daemon::{
+    AllreduceReply, Attached, MAX_VALUES, ProbeReply, Request, TransportStatus,
+};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -294,6 +296,10 @@ async fn serve_client(c: &mut Connection, shared: &Rc<ServerState>) -> io::Resul
                 write_line(c.reader.get_mut(), &status).await?;
             }
             Request::Attach { local_rank, bytes } => attach(c, shared, local_rank, bytes).await?,
+            Request::Probe { class, per_path } => {
+                let reply = probe(shared, class, per_path).await;
+                write_line(c.reader.get_mut(), &reply).await?;
+            }
             Request::Allreduce { values, layer } => {
                 // The values follow the line: a request that cannot be served closes
                 // the connection after its answer.
@@ -380,6 +386,37 @@ async fn status(shared: &ServerState) -> TransportStatus {
         layers: config.job.tagging.layers,
         pid: std::process::id(),
         allreduces: u64::from(*shared.next_tensor.lock().await),
+        classes: config.job.tagging.classes.clone(),
+        control_dscp: config.job.tagging.control_dscp,
+        mtu: config.job.mtu,
+        path_addresses: config.local.path_addresses.clone(),
+    }
+}
+
+/// Queues a class probe burst with the DSCP this transport runs for `class`.
+async fn probe(shared: &ServerState, class: u8, per_path: u32) -> ProbeReply {
+    let config = shared.transport.config();
+    let Some(tag) = config.job.tagging.classes.iter().find(|t| t.class == class) else {
+        return ProbeReply {
+            error: Some(format!("this transport has no class {class}")),
+            dscp: 0,
+            queued: 0,
+            arrivals: Vec::new(),
+        };
+    };
+    match shared.transport.probe_class(tag.dscp, per_path).await {
+        Ok((queued, arrivals)) => ProbeReply {
+            error: None,
+            dscp: tag.dscp,
+            queued,
+            arrivals,
+        },
+        Err(e) => ProbeReply {
+            error: Some(e.to_string()),
+            dscp: tag.dscp,
+            queued: 0,
+            arrivals: Vec::new(),
+        },
     }
 }
 

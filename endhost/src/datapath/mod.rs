@@ -14,9 +14,9 @@ use std::time::Duration;
 use endhost_core::config::{DatapathKind, TransportConfig};
 
 pub trait Datapath {
-    /// Hands every datagram that has arrived (its source and UDP payload) to
-    /// `deliver`, without waiting; returns how many there were.
-    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, &[u8])) -> io::Result<usize>;
+    /// Hands every datagram that has arrived (its source, the IP TOS byte it came with
+    /// and its UDP payload) to `deliver`, without waiting; returns how many there were.
+    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, u8, &[u8])) -> io::Result<usize>;
 
     /// Queues one datagram; it leaves at the next [`Datapath::flush`] or when a batch
     /// is full.
@@ -106,7 +106,7 @@ impl AnyDatapath {
 }
 
 impl Datapath for AnyDatapath {
-    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, &[u8])) -> io::Result<usize> {
+    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, u8, &[u8])) -> io::Result<usize> {
         self.inner().receive(deliver)
     }
 

@@ -72,6 +72,9 @@ impl UdpDatapath {
         set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20)?;
         // Receive offload is an optimisation: without it datagrams come one by one.
         let _ = set_int(fd, libc::SOL_UDP, UDP_GRO, 1);
+        // Each datagram's TOS (DSCP, and CE where a switch marked it) comes with it. GRO
+        // coalesces only datagrams whose TOS is equal, so a run has one.
+        set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
         Ok(UdpDatapath {
             socket,
             gso: true,
@@ -203,10 +206,11 @@ fn wait_writable(fd: RawFd) -> io::Result<()> {
 }
 
 impl Datapath for UdpDatapath {
-    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, &[u8])) -> io::Result<usize> {
+    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, u8, &[u8])) -> io::Result<usize> {
         let fd = self.socket.as_raw_fd();
-        // SAFETY: CMSG_SPACE only computes a size.
-        let space = unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as usize;
+        // Room for a UDP_GRO (int) and an IP_TOS (byte) control message.
+        // SAFETY: CMSG_SPACE only computes sizes.
+        let space = unsafe { 2 * libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as usize;
         let mut total = 0;
         loop {
             let mut iovs: Vec<libc::iovec> = self
@@ -252,13 +256,17 @@ impl Datapath for UdpDatapath {
             for (i, m) in msgs.iter().take(n as usize).enumerate() {
                 let len = m.msg_len as usize;
                 let mut segment = len;
+                let mut tos = 0u8;
                 // SAFETY: the kernel filled the control buffer; the walk stays in it.
                 unsafe {
                     let mut cmsg = libc::CMSG_FIRSTHDR(&m.msg_hdr);
                     while !cmsg.is_null() {
-                        if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
+                        let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+                        if level == libc::SOL_UDP && kind == UDP_GRO {
                             segment = libc::CMSG_DATA(cmsg).cast::<libc::c_int>().read_unaligned()
                                 as usize;
+                        } else if level == libc::IPPROTO_IP && kind == libc::IP_TOS {
+                            tos = *libc::CMSG_DATA(cmsg);
                         }
                         cmsg = libc::CMSG_NXTHDR(&m.msg_hdr, cmsg);
                     }
@@ -270,11 +278,11 @@ impl Datapath for UdpDatapath {
                 );
                 if data.is_empty() {
                     // An empty datagram is still one to count (as truncated).
-                    deliver(source, data);
+                    deliver(source, tos, data);
                     total += 1;
                 }
                 for datagram in data.chunks(segment.max(1)) {
-                    deliver(source, datagram);
+                    deliver(source, tos, datagram);
                     total += 1;
                 }
             }
@@ -337,19 +345,22 @@ mod tests {
     use super::*;
 
     /// An empty datagram reaches the protocol (which counts it as truncated) instead of
-    /// vanishing uncounted.
+    /// vanishing uncounted; every datagram comes with the TOS it was sent with.
     #[test]
     fn empty_datagrams_are_delivered_to_be_counted() {
         let mut datapath = UdpDatapath::bind(SocketAddrV4::new([127, 0, 0, 1].into(), 0)).unwrap();
         let to = datapath.socket.local_addr().unwrap();
         let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.set_tos(0x87).unwrap();
         sender.send_to(&[], to).unwrap();
         sender.send_to(&[1, 2, 3], to).unwrap();
         let mut seen = Vec::new();
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while seen.len() < 2 && std::time::Instant::now() < deadline {
-            datapath.receive(&mut |_, d| seen.push(d.len())).unwrap();
+            datapath
+                .receive(&mut |_, tos, d| seen.push((tos, d.len())))
+                .unwrap();
         }
-        assert_eq!(seen, [0, 3]);
+        assert_eq!(seen, [(0x87, 0), (0x87, 3)]);
     }
 }

@@ -58,6 +58,7 @@ enum Delivery {
     Datagram {
         from: u16,
         to: u16,
+        tos: u8,
         bytes: Vec<u8>,
     },
     Control {
@@ -234,6 +235,7 @@ impl Sim {
                         Delivery::Datagram {
                             from: rank as u16,
                             to: tx.peer,
+                            tos: tx.tos,
                             bytes: buf[..tx.len].to_vec(),
                         },
                     );
@@ -285,9 +287,17 @@ impl Sim {
                 }
                 self.queue.pop();
                 match self.deliveries[index].take().expect("delivered once") {
-                    Delivery::Datagram { from, to, bytes } => {
-                        self.engines[usize::from(to)].handle_datagram(self.now, Some(from), &bytes)
-                    }
+                    Delivery::Datagram {
+                        from,
+                        to,
+                        tos,
+                        bytes,
+                    } => self.engines[usize::from(to)].handle_datagram(
+                        self.now,
+                        Some(from),
+                        tos,
+                        &bytes,
+                    ),
                     Delivery::Control { from, to, message } => {
                         self.engines[usize::from(to)].handle_control(self.now, from, message)
                     }

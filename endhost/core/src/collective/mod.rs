@@ -507,8 +507,8 @@ impl Engine {
         }
     }
 
-    pub fn handle_datagram(&mut self, now: u64, from: Option<u16>, bytes: &[u8]) {
-        self.endpoint.handle_datagram(now, from, bytes);
+    pub fn handle_datagram(&mut self, now: u64, from: Option<u16>, tos: u8, bytes: &[u8]) {
+        self.endpoint.handle_datagram(now, from, tos, bytes);
         self.collect_events(now);
     }
 
@@ -565,6 +565,11 @@ impl Engine {
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
         self.completions.pop_front()
+    }
+
+    /// Queues a class probe burst (see [`crate::proto::class_probe`]).
+    pub fn probe_class(&mut self, dscp: u8, per_path: u32) -> u64 {
+        self.endpoint.probe_class(dscp, per_path)
     }
 
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<crate::proto::Transmit> {

@@ -1,6 +1,6 @@
 //! What the transport counts: per peer and per class, and the packets it refused.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::wire::WireError;
 
@@ -101,6 +101,21 @@ pub struct Counters {
     pub bitmaps_rejected: u64,
     pub link: LinkTime,
     pub results: ResultCounters,
+    /// Class probes sent (`mltctl verify`), every DSCP together.
+    pub class_probes_sent: u64,
+    /// What arrived from peers, by DSCP, with the CE marks the switches set.
+    pub arrivals: Vec<DscpArrivals>,
+}
+
+/// Datagrams that arrived from peers with one DSCP: data and acknowledgements, and
+/// class probes apart; of each, how many a switch marked CE.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DscpArrivals {
+    pub dscp: u8,
+    pub packets: u64,
+    pub ce: u64,
+    pub probes: u64,
+    pub probes_ce: u64,
 }
 
 impl Counters {
@@ -133,5 +148,23 @@ impl Counters {
             }
         };
         &mut self.classes[i]
+    }
+
+    /// The arrivals of `dscp`, kept in DSCP order.
+    pub fn arrivals(&mut self, dscp: u8) -> &mut DscpArrivals {
+        let i = match self.arrivals.binary_search_by_key(&dscp, |a| a.dscp) {
+            Ok(i) => i,
+            Err(i) => {
+                self.arrivals.insert(
+                    i,
+                    DscpArrivals {
+                        dscp,
+                        ..DscpArrivals::default()
+                    },
+                );
+                i
+            }
+        };
+        &mut self.arrivals[i]
     }
 }

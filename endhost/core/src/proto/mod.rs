@@ -32,6 +32,7 @@
 //!   so an ACK (message and sequence echoed) gives an RTT sample.
 //! - **Path spraying.** Packets to a peer go round-robin over its path addresses.
 
+pub mod class_probe;
 pub mod control;
 pub mod counters;
 mod inexact;
@@ -198,6 +199,8 @@ pub struct Endpoint {
     early_ready: HashMap<(u16, MessageId), u32>,
     /// Acknowledgements to send: (peer, message, sequence).
     acks: VecDeque<(u16, u32, u32)>,
+    /// Class probe bursts still to send, first asked first.
+    class_probes: VecDeque<class_probe::Burst>,
     control: VecDeque<(u16, Control)>,
     events: VecDeque<Event>,
     counters: Counters,
@@ -248,6 +251,7 @@ impl Endpoint {
             next_order: 0,
             early_ready: HashMap::new(),
             acks: VecDeque::new(),
+            class_probes: VecDeque::new(),
             control: VecDeque::new(),
             events: VecDeque::new(),
             recoveries: VecDeque::new(),
@@ -426,8 +430,9 @@ impl Endpoint {
     /// A datagram that arrived from the rank `from` (whose address it came from, as
     /// the driver knows the peers' addresses; `None`: from no peer of the job). A
     /// datagram is attributed to the rank it came from, never to the rank it names:
-    /// one whose rank field is not its sender's is dropped and counted.
-    pub fn handle_datagram(&mut self, now: u64, from: Option<u16>, bytes: &[u8]) {
+    /// one whose rank field is not its sender's is dropped and counted. `tos` is the
+    /// IP TOS byte it arrived with (its DSCP, and CE if a switch marked it).
+    pub fn handle_datagram(&mut self, now: u64, from: Option<u16>, tos: u8, bytes: &[u8]) {
         let packet = match Packet::new_checked(bytes) {
             Ok(p) => p,
             Err(e) => return self.counters.dropped.wire(e),
@@ -449,9 +454,11 @@ impl Endpoint {
             Ok(header) => header,
             Err(e) => return self.counters.dropped.wire(e),
         };
+        self.count_arrival(tos, header.kind);
         match header.kind {
             Kind::Ack => self.on_ack(now, peer, &header),
             Kind::Data => self.on_data(now, peer, &header, packet.payload()),
+            Kind::ClassProbe => {}
         }
     }
 
@@ -909,7 +916,7 @@ mod tests {
             while let Some(tx) = sender.poll_transmit(now, &mut buf) {
                 // Lose packets spread over the message, as random loss would.
                 if seq % 50 != 7 || seq / 50 >= lost {
-                    receiver.handle_datagram(now, Some(1), &buf[..tx.len]);
+                    receiver.handle_datagram(now, Some(1), tx.tos, &buf[..tx.len]);
                 }
                 seq += 1;
             }

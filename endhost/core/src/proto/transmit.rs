@@ -5,7 +5,7 @@ use super::*;
 
 impl Endpoint {
     /// The next datagram to send now, written into `buf` (at least MTU bytes): pending
-    /// acknowledgements first, then data as the pacers allow.
+    /// acknowledgements first, then class probes, then data as the pacers allow.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         self.account(now);
         if let Some((peer, message, sequence)) = self.acks.pop_front() {
@@ -26,6 +26,9 @@ impl Endpoint {
                 tos: tagging::tos(self.classes.control_dscp(), false),
                 len: HEADER_LEN,
             });
+        }
+        if let Some(probe) = self.poll_class_probe(buf) {
+            return Some(probe);
         }
         let frame = self.frame_bytes();
         let has_tokens = self.link.has(now, self.config.line_bps, frame);

@@ -350,7 +350,7 @@ fn check(rc: i32, what: &str) -> io::Result<()> {
 }
 
 impl Datapath for DpdkDatapath {
-    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, &[u8])) -> io::Result<usize> {
+    fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, u8, &[u8])) -> io::Result<usize> {
         let mut total = 0;
         let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
         for lcore in &self.lcores {
@@ -368,8 +368,8 @@ impl Datapath for DpdkDatapath {
                         let data = sys::shim_mbuf_data(m, &mut len);
                         std::slice::from_raw_parts(data, usize::from(len))
                     };
-                    if let Some((source, payload)) = frame::accepted(frame) {
-                        deliver(source, payload);
+                    if let Some((source, tos, payload)) = frame::accepted(frame) {
+                        deliver(source, tos, payload);
                     }
                 }
                 if n > 0 {

@@ -425,7 +425,7 @@ pub fn blast(
         let idle = crate::event_loop::Wake::new().map_err(|e| e.to_string())?;
         loop {
             let n = datapath
-                .receive(&mut |_, _| {})
+                .receive(&mut |_, _, _| {})
                 .map_err(|e| format!("receive: {e}"))?;
             if n > 0 {
                 if first.is_none() {

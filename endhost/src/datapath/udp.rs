@@ -351,7 +351,7 @@ mod tests {
         let mut datapath = UdpDatapath::bind(SocketAddrV4::new([127, 0, 0, 1].into(), 0)).unwrap();
         let to = datapath.socket.local_addr().unwrap();
         let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        sender.set_tos(0x87).unwrap();
+        set_int(sender.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, 0x87).unwrap();
         sender.send_to(&[], to).unwrap();
         sender.send_to(&[1, 2, 3], to).unwrap();
         let mut seen = Vec::new();

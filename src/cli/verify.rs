@@ -1,16 +1,17 @@
-//! `mltctl verify`: every selected switch's configuration and queue counters against
-//! the plan.
+//! `mltctl verify`: every selected switch's configuration and queue counters, and every
+//! host's transport and class probes, against the plan.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use mltctl::parallel::Progress;
-use mltctl::verify::{self, SwitchCheck, Verdict};
+use mltctl::hosts::Remote;
+use mltctl::select::Selection;
+use mltctl::verify::{self, HostCheck, Said, SwitchCheck, Verdict};
 use switch_config::counters::Count;
 
 use super::{Failure, InventoryArg, SshArgs, load, planned};
 
-/// Check that each switch runs the plan and counts in the plan's queues.
+/// Check that switches and hosts run the plan, and that each class lands in its queue.
 ///
 /// Each switch is read over SSH (host keys checked, --forks at a time): its running
 /// configuration, compared with the plan as `diff` does (the DSCP → queue map, which
@@ -19,65 +20,122 @@ use super::{Failure, InventoryArg, SshArgs, load, planned};
 /// --json` and `show queue wredcounters --json`, EOS `show interfaces counters queue
 /// detail | json` and `show qos interfaces ecn counters queue | json`, NVUE `nv show
 /// interface PORT counters qos -o json`, Onyx `show interfaces ethernet S/P
-/// congestion-control | json-print`. After --window the counters are read again and
-/// what each planned queue counted in between is shown: packets, drops, WRED drops, ECN
-/// marks. A counter the OS does not expose is named, never taken as zero. Nothing is
-/// changed on any switch. --json events: device, summary.
+/// congestion-control | json-print`. A counter the OS does not expose is named, never
+/// taken as zero.
 ///
-/// Verdicts: ok (runs the plan; its queues' counters are all exposed), mismatch (lines
-/// say what the switch runs and what the plan wants), unverifiable (a counter the plan's
-/// queues need is not exposed by this OS; which, and why), failed, unreachable.
+/// Each host's launched transport (`mltctl launch`; its socket in --remote-dir) is asked
+/// what it runs: each class's DSCP, the control DSCP, the MTU, its path addresses. Then,
+/// class by class, every transport sends --probe probes with the class's DSCP to every
+/// peer over every path (half ECN-capable, MTU-sized); after --window the switches'
+/// counters are read again, and each switch must have counted the burst in the class's
+/// planned queue. With --congest the bursts fill the queues: the class's queue must mark
+/// or WRED-drop, and no other planned queue may. The hosts count what arrived per DSCP
+/// and with CE. Hosts are asked only when --limit selects all of them (probes go to
+/// every peer). Nothing is changed on any switch or host. --json events: device, host,
+/// summary.
+///
+/// Verdicts: ok (runs the plan; its queues' counters are all exposed; every class landed
+/// in its queue), mismatch (lines say what runs and what the plan wants), unverifiable
+/// (a counter the plan's queues need is not exposed by this OS; which, and why), failed,
+/// unreachable.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
     #[command(flatten)]
     pub inventory: InventoryArg,
-    /// Seconds between the two counter readings: at least one counter poll interval
-    /// (SONiC polls queue counters every 10 s by default; NVIDIA switches every 2 s).
+    /// Seconds between counter readings (after each class's burst): at least one counter
+    /// poll interval (SONiC polls queue counters every 10 s by default; NVIDIA switches
+    /// every 2 s).
     #[arg(long, value_name = "SECS", default_value_t = 11, value_parser = mlt_common::units::seconds)]
     pub window: u64,
+    /// Probes per class to each peer on each path (0: probe nothing, read the counters
+    /// once more after --window).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub probe: u32,
+    /// Bursts that fill the queues (at least 1000 probes per peer and path): each class
+    /// must be marked or WRED-dropped in its own queue, and in no other.
+    #[arg(long)]
+    pub congest: bool,
+    /// Directory on every host with the launched transport's files (`mltctl launch`).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/var/lib/mltctl",
+        env = "MLTCTL_REMOTE_DIR"
+    )]
+    pub remote_dir: String,
     #[command(flatten)]
     pub run: super::SwitchRun,
     #[command(flatten)]
     pub ssh: SshArgs,
 }
 
+/// Probes per peer and path in a burst that fills a queue.
+const CONGESTING_BURST: u32 = 1000;
+
 pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(&args.inventory.inventory)?)?;
     let targets = super::apply::selected(&plan, &args.run.limit)?;
+    let every_host = Selection::parse(&args.run.limit)
+        .and_then(|s| s.select(&plan))
+        .map_err(|e| Failure::Usage(e.to_string()))?
+        .hosts
+        .len()
+        == plan.hosts.len();
+    let remote = Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?;
+    let per_path = if args.congest {
+        args.probe.max(CONGESTING_BURST)
+    } else {
+        args.probe
+    };
     let progress = !args.run.json && std::io::stderr().is_terminal();
+    let ssh = args.ssh.options();
+    let options = verify::Options {
+        forks: usize::from(args.run.forks),
+        ssh: &ssh,
+        window: Duration::from_secs(args.window),
+        remote: every_host.then_some(&remote),
+        per_path,
+        congest: args.congest,
+    };
     if progress {
         eprintln!(
-            "reading {} switch(es), then their counters again after {} s",
+            "reading {} switch(es){}",
             targets.len(),
-            args.window
+            if every_host {
+                format!(" and {} host(s)", plan.hosts.len())
+            } else {
+                " (--limit leaves hosts out: no host is asked, nothing is probed)".into()
+            }
         );
     }
-    let ssh = args.ssh.options();
-    let checks = verify::verify_all(
-        &plan.switches,
-        &targets,
-        usize::from(args.run.forks),
-        &ssh,
-        Duration::from_secs(args.window),
-        &mut |p| {
-            if let Progress::Finished(_, check) = p {
-                if args.run.json {
-                    println!("{}", super::hosts::event_line("device", check));
-                } else {
-                    print!("{}", shown(check));
-                }
-            }
-        },
-    );
+    let verified = verify::verify(&plan, &targets, &options, &mut |said| match said {
+        Said::Step(step) if progress => eprintln!("{step}"),
+        Said::Step(_) => {}
+        Said::Switch(check) if args.run.json => {
+            println!("{}", super::hosts::event_line("device", check))
+        }
+        Said::Switch(check) => print!("{}", shown(check)),
+        Said::Host(check) if args.run.json => {
+            println!("{}", super::hosts::event_line("host", check))
+        }
+        Said::Host(check) => print!("{}", shown_host(check)),
+    });
     super::say_recorded(&ssh);
-    let count = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
+    let verdicts: Vec<Verdict> = verified
+        .switches
+        .iter()
+        .map(|c| c.verdict)
+        .chain(verified.hosts.iter().map(|c| c.verdict))
+        .collect();
+    let count = |v: Verdict| verdicts.iter().filter(|&&c| c == v).count();
     if args.run.json {
         println!(
             "{}",
             serde_json::json!({
                 "event": "summary",
-                "switches": checks.len(),
+                "switches": verified.switches.len(),
+                "hosts": verified.hosts.len(),
                 "ok": count(Verdict::Ok),
                 "mismatch": count(Verdict::Mismatch),
                 "unverifiable": count(Verdict::Unverifiable),
@@ -87,8 +145,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         );
     } else {
         println!(
-            "{} switch(es): {} ok, {} mismatch, {} unverifiable, {} failed, {} unreachable",
-            checks.len(),
+            "{} switch(es) and {} host(s): {} ok, {} mismatch, {} unverifiable, {} failed, {} unreachable",
+            verified.switches.len(),
+            verified.hosts.len(),
             count(Verdict::Ok),
             count(Verdict::Mismatch),
             count(Verdict::Unverifiable),
@@ -108,6 +167,28 @@ pub fn run(args: Args) -> Result<(), Failure> {
         Some((_, code)) => Err(Failure::Reported(code)),
         None => Ok(()),
     }
+}
+
+/// A host's lines for people: its verdict, what differs, what each class's probes
+/// brought.
+fn shown_host(check: &HostCheck) -> String {
+    let mut out = format!(
+        "{:<12} {} ({})\n",
+        check.verdict, check.host, check.endpoint
+    );
+    if let Some(message) = &check.message {
+        out.push_str(&format!("    {message}\n"));
+    }
+    for line in &check.mismatches {
+        out.push_str(&format!("    differs: {line}\n"));
+    }
+    for a in &check.arrivals {
+        out.push_str(&format!(
+            "    class {} (DSCP {}): {} of {} probes arrived, {} CE\n",
+            a.class, a.dscp, a.probes, a.expected, a.probes_ce
+        ));
+    }
+    out
 }
 
 /// A switch's lines for people: its verdict, then what differs or cannot be verified,

@@ -6,6 +6,7 @@
 
 pub mod bootstrap;
 pub mod launch;
+pub mod probe;
 
 use std::collections::BTreeMap;
 use std::time::Instant;

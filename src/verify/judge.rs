@@ -106,6 +106,7 @@ pub fn judge(intent: &SwitchIntent, changes: &[ChangeLine], grown: &Reading) -> 
         mismatches,
         unverifiable,
         queues,
+        probes: Vec::new(),
         message: None,
         seconds: 0.0,
     }
@@ -125,6 +126,7 @@ pub fn unread(intent: &SwitchIntent, status: Status, message: String) -> SwitchC
         mismatches: Vec::new(),
         unverifiable: Vec::new(),
         queues: Vec::new(),
+        probes: Vec::new(),
         message: Some(message),
         seconds: 0.0,
     }

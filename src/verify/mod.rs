@@ -1,24 +1,38 @@
-//! `mltctl verify`: what each switch runs and counts, against the plan. Every switch is
-//! read twice over SSH — its running configuration and queue counters, then, after a
-//! window, its counters again — and judged ([`judge`]): `ok`, `mismatch` (what differs
-//! from the plan, the DSCP map named apart since spraying needs it alike on every
-//! switch), `unverifiable` (a counter the OS does not expose, named), or the read
-//! failed. Nothing is changed on any switch. Design: `docs/src/design/verify.md`.
+//! `mltctl verify`: what each switch runs and counts, and what each host's transport
+//! runs and receives, against the plan. Nothing is changed on any switch or host.
+//!
+//! Every switch is read over SSH — its running configuration and queue counters — and
+//! every host's launched transport is asked what it marks with. Then, class by class,
+//! every transport sends a probe burst with the class's DSCP to every peer over every
+//! path ([`endhost_core::proto::class_probe`]), and after `window` the switches'
+//! counters are read again: what each queue counted in that window is the class's
+//! ([`classes`]). Without probes, the counters are read once more after `window`.
+//! Verdicts per switch ([`judge`]) and host ([`hosts`]): `ok`, `mismatch` (what differs,
+//! the DSCP map named apart since spraying needs it alike on every switch),
+//! `unverifiable` (a counter the OS does not expose, named), or the read failed.
+//! Design: `docs/src/design/verify.md`.
 
+pub mod classes;
+pub mod hosts;
 pub mod judge;
 
 use std::time::{Duration, Instant};
 
+use endhost_core::daemon::{ProbeReply, TransportStatus};
 use mlt_common::outcome::Status;
 use mlt_common::redact::clean;
 use serde::Serialize;
 use switch_config::counters::Reading;
 use switch_config::{ChangeLine, Vendor};
 
-use crate::parallel::{self, Progress};
-use crate::plan::SwitchPlan;
+use crate::hosts::Remote;
+use crate::hosts::probe::{TransportAsker, Unasked};
+use crate::parallel;
+use crate::plan::{Plan, SwitchPlan};
 use crate::ssh::{SshOptions, SshSession};
 
+pub use classes::ClassLanding;
+pub use hosts::HostCheck;
 pub use judge::Verdict;
 
 /// One switch, judged.
@@ -28,66 +42,225 @@ pub struct SwitchCheck {
     pub vendor: Vendor,
     pub endpoint: String,
     pub verdict: Verdict,
-    /// What the switch runs that the plan does not say, one line each.
+    /// What the switch runs that the plan does not say, and probes that did not land
+    /// where the plan says, one line each.
     pub mismatches: Vec<String>,
     /// Counters of the plan's queues the switch does not expose, one line each.
     pub unverifiable: Vec<String>,
-    /// What the plan's queues counted during the window.
+    /// What the plan's queues counted from the first reading to the last.
     pub queues: Vec<switch_config::counters::QueueCount>,
+    /// Where each class's probes landed: its planned queue's counts during its burst.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ClassLanding>,
     /// Why the switch could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub seconds: f64,
 }
 
+/// What verify does besides reading the switches.
+pub struct Options<'a> {
+    pub forks: usize,
+    pub ssh: &'a SshOptions,
+    /// Between counter readings: at least the switches' counter poll interval.
+    pub window: Duration,
+    /// Where the hosts' transports keep their sockets; `None`: hosts are not asked
+    /// and nothing is probed.
+    pub remote: Option<&'a Remote>,
+    /// Probes per peer and path in each class's burst; 0: none.
+    pub per_path: u32,
+    /// The bursts are large enough to fill the queue: marks and drops are expected.
+    pub congest: bool,
+}
+
+/// Everything verify found.
+pub struct Verified {
+    pub switches: Vec<SwitchCheck>,
+    pub hosts: Vec<HostCheck>,
+}
+
 /// Why a switch could not be read: unreachable, or failed with a message.
 type Unread = (Status, String);
 
 /// The first reading: what runs, and the counters then.
+#[derive(Clone)]
 struct First {
     changes: Vec<ChangeLine>,
     counters: Reading,
 }
 
-/// Reads `targets` (indices into `switches`), waits `window`, reads their counters
-/// again, and judges each.
-pub fn verify_all(
-    switches: &[SwitchPlan],
+/// What is said while verify works, and each switch and host as it is judged.
+pub enum Said<'a> {
+    Step(String),
+    Switch(&'a SwitchCheck),
+    Host(&'a HostCheck),
+}
+
+/// Verifies the switches `targets` (indices into `plan.switches`) and, with a remote
+/// directory, every host of the job.
+pub fn verify(
+    plan: &Plan,
     targets: &[usize],
-    forks: usize,
-    ssh: &SshOptions,
-    window: Duration,
-    on_progress: &mut dyn FnMut(Progress<'_, SwitchCheck>),
-) -> Vec<SwitchCheck> {
+    options: &Options<'_>,
+    say: &mut dyn FnMut(Said<'_>),
+) -> Verified {
     let started = Instant::now();
-    let first = parallel::run(
-        targets,
-        forks,
-        |&i| read_first(&switches[i], ssh),
+    let switches: Vec<&SwitchPlan> = targets.iter().map(|&i| &plan.switches[i]).collect();
+    let first: Vec<Result<First, Unread>> = parallel::run(
+        &switches,
+        options.forks,
+        |s| read_first(s, options.ssh),
         &mut |_| {},
     );
-    std::thread::sleep(window);
-    let pairs: Vec<(usize, Result<First, Unread>)> = targets.iter().copied().zip(first).collect();
+    let ranks: Vec<usize> = (0..plan.hosts.len()).collect();
+    let statuses: Vec<Result<TransportStatus, Unasked>> = match options.remote {
+        Some(remote) => parallel::run(
+            &ranks,
+            options.forks,
+            |&rank| TransportAsker::open(plan, rank, options.ssh, remote)?.status(),
+            &mut |_| {},
+        ),
+        None => Vec::new(),
+    };
+    // Probes need every transport: a burst goes to every peer.
+    let first_class = plan.job.tagging.classes.first().map(|c| c.class);
+    let probing = options.per_path > 0
+        && first_class.is_some()
+        && !statuses.is_empty()
+        && statuses.iter().all(Result::is_ok);
+    let mut readings: Vec<Result<Reading, Unread>> = first
+        .iter()
+        .map(|f| f.as_ref().map(|f| f.counters.clone()).map_err(Clone::clone))
+        .collect();
+    let mut landings: Vec<Vec<ClassLanding>> = vec![Vec::new(); switches.len()];
+    let mut replies: Vec<Vec<Result<ProbeReply, Unasked>>> = Vec::new();
+    if probing {
+        let remote = options.remote.expect("probing needs the hosts");
+        // What arrived before the first burst.
+        replies.push(arrived(plan, &ranks, options, remote, first_class));
+        for class in &plan.job.tagging.classes {
+            say(Said::Step(format!(
+                "probing class {} (DSCP {}, queue {}) from {} host(s), {} per peer and path",
+                class.class,
+                class.dscp,
+                class.queue,
+                ranks.len(),
+                options.per_path
+            )));
+            replies.push(parallel::run(
+                &ranks,
+                options.forks,
+                |&rank| {
+                    TransportAsker::open(plan, rank, options.ssh, remote)?
+                        .probe(class.class, options.per_path)
+                },
+                &mut |_| {},
+            ));
+            std::thread::sleep(options.window);
+            let now = read_all(&switches, &readings, options);
+            for (i, (then, now)) in readings.iter().zip(&now).enumerate() {
+                if let (Ok(then), Ok(now)) = (then, now) {
+                    landings[i].push(ClassLanding::of(class, &now.since(then)));
+                }
+            }
+            readings = now;
+        }
+        // What arrived after the last burst.
+        replies.push(arrived(plan, &ranks, options, remote, first_class));
+    } else {
+        say(Said::Step(format!(
+            "reading the counters again after {} s",
+            options.window.as_secs_f64()
+        )));
+        std::thread::sleep(options.window);
+        readings = read_all(&switches, &readings, options);
+    }
+    let mut checks = Vec::new();
+    for (i, switch) in switches.iter().enumerate() {
+        let mut check = match (&first[i], &readings[i]) {
+            (Ok(first), Ok(last)) => {
+                judge::judge(&switch.intent, &first.changes, &last.since(&first.counters))
+            }
+            (Err((status, message)), _) | (_, Err((status, message))) => {
+                judge::unread(&switch.intent, *status, message.clone())
+            }
+        };
+        if check.verdict != Verdict::Failed && check.verdict != Verdict::Unreachable {
+            classes::judge(&mut check, &switch.intent, &landings[i], options);
+        }
+        check.endpoint = format!("{}:{}", switch.mgmt.address, switch.mgmt.port);
+        check.seconds = started.elapsed().as_secs_f64();
+        say(Said::Switch(&check));
+        checks.push(check);
+    }
+    let expected = if probing {
+        expected_probes(plan, options.per_path)
+    } else {
+        vec![0; plan.hosts.len()]
+    };
+    let mut host_checks = Vec::new();
+    for (rank, status) in statuses.iter().enumerate() {
+        let replies: Vec<&Result<ProbeReply, Unasked>> =
+            replies.iter().map(|step| &step[rank]).collect();
+        let mut check = hosts::judge(plan, rank, status, &replies, expected[rank]);
+        check.seconds = started.elapsed().as_secs_f64();
+        say(Said::Host(&check));
+        host_checks.push(check);
+    }
+    Verified {
+        switches: checks,
+        hosts: host_checks,
+    }
+}
+
+/// The probes each host should receive from one class's burst: every peer sends
+/// `per_path` to each address it reaches the host by (its path addresses, or its NIC's
+/// within a rack).
+fn expected_probes(plan: &Plan, per_path: u32) -> Vec<u64> {
+    let mut expected = vec![0; plan.hosts.len()];
+    for sender in 0..plan.hosts.len() {
+        for peer in plan.transport_config(sender).peers {
+            if let Some(e) = expected.get_mut(peer.rank as usize) {
+                *e += peer.paths.len() as u64 * u64::from(per_path);
+            }
+        }
+    }
+    expected
+}
+
+/// What has arrived at every host's transport so far (a probe request of no probes).
+fn arrived(
+    plan: &Plan,
+    ranks: &[usize],
+    options: &Options<'_>,
+    remote: &Remote,
+    class: Option<u8>,
+) -> Vec<Result<ProbeReply, Unasked>> {
+    let class = class.expect("probing has a class");
+    parallel::run(
+        ranks,
+        options.forks,
+        |&rank| TransportAsker::open(plan, rank, options.ssh, remote)?.probe(class, 0),
+        &mut |_| {},
+    )
+}
+
+/// The switches' counters now; a switch whose last reading failed keeps its failure.
+fn read_all(
+    switches: &[&SwitchPlan],
+    last: &[Result<Reading, Unread>],
+    options: &Options<'_>,
+) -> Vec<Result<Reading, Unread>> {
+    let pairs: Vec<(&SwitchPlan, &Result<Reading, Unread>)> =
+        switches.iter().copied().zip(last).collect();
     parallel::run(
         &pairs,
-        forks,
-        |(i, first)| {
-            let switch = &switches[*i];
-            let second = match first {
-                Ok(first) => read_counters(switch, ssh).map(|now| (first, now)),
-                Err(e) => Err(e.clone()),
-            };
-            let mut check = match second {
-                Ok((first, now)) => {
-                    judge::judge(&switch.intent, &first.changes, &now.since(&first.counters))
-                }
-                Err((status, message)) => judge::unread(&switch.intent, status, message),
-            };
-            check.endpoint = format!("{}:{}", switch.mgmt.address, switch.mgmt.port);
-            check.seconds = started.elapsed().as_secs_f64();
-            check
+        options.forks,
+        |(switch, last)| match last {
+            Ok(_) => read_counters(switch, options.ssh),
+            Err(e) => Err(e.clone()),
         },
-        on_progress,
+        &mut |_| {},
     )
 }
 

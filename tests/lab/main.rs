@@ -10,10 +10,12 @@ use std::process::{Command, Output};
 mod common;
 #[path = "../common/harness.rs"]
 mod harness;
+mod verify;
 
 use common::json_lines;
 use harness::Suite;
 use serde_json::Value;
+use verify::lab_verify;
 
 const SSHD: &str = "/usr/sbin/sshd";
 const NAME: &str = "mltci";
@@ -373,8 +375,6 @@ fn lab_end_to_end() {
         "marked {marked}, Not-ECT dropped {dropped_not_ect}"
     );
 
-    lab_verify(&lab);
-
     // With the queueing not enforced (`lab qos off`), the same traffic is neither
     // marked nor dropped for being Not-ECT any more; back on afterwards.
     let dir = lab.dir.to_string_lossy().to_string();
@@ -400,6 +400,8 @@ fn lab_end_to_end() {
     assert_eq!(totals("dropped_not_ect"), dropped_not_ect);
     let out = lab.mltctl(&["lab", "qos", "on", "--dir", &dir]);
     assert!(out.status.success(), "{}", text(&out));
+
+    lab_verify(&lab);
 
     // Undo the apply on the leaves: they stop forwarding by its routes at once.
     let history = lab.mltctl(&["history", "--json"]);
@@ -450,68 +452,6 @@ fn lab_end_to_end() {
 /// in each vendor's print form, are exposed (Onyx's per-class transmit counts are not:
 /// unverifiable, named, exit 8); a DSCP map changed behind mltctl's back on one spine
 /// is a mismatch naming that switch and value (exit 7).
-fn lab_verify(lab: &Lab) {
-    let verify = |limit: &str| {
-        let out = lab.mltctl(&["verify", "--window", "1", "--json", "--limit", limit]);
-        let lines = json_lines(&out);
-        let devices: Vec<Value> = lines
-            .into_iter()
-            .filter(|l| l["event"] == "device")
-            .collect();
-        (out.status.code(), devices, text(&out))
-    };
-    let (code, devices, said) = verify("all");
-    assert_eq!(code, Some(8), "{said}");
-    assert_eq!(devices.len(), 4, "{said}");
-    for device in &devices {
-        let expected = if device["vendor"] == "onyx" {
-            "unverifiable"
-        } else {
-            "ok"
-        };
-        assert_eq!(device["verdict"], expected, "{device}");
-    }
-    let onyx = devices.iter().find(|d| d["vendor"] == "onyx").unwrap();
-    assert!(
-        onyx["unverifiable"][0]
-            .as_str()
-            .unwrap()
-            .contains("per-class transmit counters"),
-        "{onyx}"
-    );
-    let emulate = |script: &str| {
-        let mut child = Command::new(mltctl())
-            .args(["lab", "emulate", "cli"])
-            .env("MLT_DEVICE", lab.dir.join("devices/spine2"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success());
-    };
-    emulate("configure\nqos map dscp 26 to traffic-class 2\nend\n");
-    let (code, devices, said) = verify("spine*");
-    assert_eq!(code, Some(7), "{said}");
-    let spine2 = devices.iter().find(|d| d["device"] == "spine2").unwrap();
-    assert_eq!(spine2["verdict"], "mismatch", "{spine2}");
-    let line = spine2["mismatches"][0].as_str().unwrap();
-    assert!(
-        line.contains("DSCP map") && line.contains("DSCP 26"),
-        "{line}"
-    );
-    let spine1 = devices.iter().find(|d| d["device"] == "spine1").unwrap();
-    assert_eq!(spine1["verdict"], "ok", "{spine1}");
-    emulate("configure\nqos map dscp 26 to traffic-class 0\nend\n");
-    assert_eq!(verify("spine2").0, Some(0));
-}
-
 impl Lab {
     /// `lab down`, and nothing of the lab is left: no process, namespace, cable,
     /// bridge, directory or DPDK runtime directory.

@@ -1,0 +1,254 @@
+//! `mltctl verify` on the lab after `play`: every switch but Onyx (whose per-class
+//! transmit counters no public document prints) and every host is `ok`, each class's
+//! probes landed in its planned queue; then each of four changes made behind mltctl's
+//! back is found and named, and undone again.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::{Lab, NAME, json_lines, mltctl, text};
+
+/// One verify run: its exit code, its device and host events, and all it printed.
+struct Run {
+    code: Option<i32>,
+    devices: Vec<Value>,
+    hosts: Vec<Value>,
+    said: String,
+}
+
+impl Run {
+    fn device(&self, name: &str) -> &Value {
+        self.devices
+            .iter()
+            .find(|d| d["device"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {}", self.said))
+    }
+
+    fn host(&self, name: &str) -> &Value {
+        self.hosts
+            .iter()
+            .find(|d| d["host"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {}", self.said))
+    }
+}
+
+fn verify(lab: &Lab, limit: &str) -> Run {
+    let out = lab.mltctl(&["verify", "--window", "1", "--json", "--limit", limit]);
+    let lines = json_lines(&out);
+    let events = |kind: &str| -> Vec<Value> {
+        lines
+            .iter()
+            .filter(|l| l["event"] == kind)
+            .cloned()
+            .collect()
+    };
+    Run {
+        code: out.status.code(),
+        devices: events("device"),
+        hosts: events("host"),
+        said: text(&out),
+    }
+}
+
+/// Runs a script through an emulated switch's own command, as its CLI would.
+fn emulate(lab: &Lab, switch: &str, args: &[&str], stdin: &str) {
+    let mut child = Command::new(mltctl())
+        .args(["lab", "emulate"])
+        .args(args)
+        .env("MLT_DEVICE", lab.dir.join("devices").join(switch))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{switch}: {args:?}");
+}
+
+/// A JSON patch through SONiC's `config apply-patch`.
+fn patch_sonic(lab: &Lab, switch: &str, patch: &str) {
+    let file = lab.dir.join(format!("{switch}-patch.json"));
+    std::fs::write(&file, patch).unwrap();
+    emulate(
+        lab,
+        switch,
+        &["config", "apply-patch", &file.to_string_lossy()],
+        "",
+    );
+}
+
+pub fn lab_verify(lab: &Lab) {
+    let run = verify(lab, "all");
+    assert_eq!(run.code, Some(8), "{}", run.said);
+    assert_eq!((run.devices.len(), run.hosts.len()), (4, 2), "{}", run.said);
+    for device in &run.devices {
+        if device["vendor"] == "onyx" {
+            assert_eq!(device["verdict"], "unverifiable", "{device}");
+            let line = device["unverifiable"][0].as_str().unwrap();
+            assert!(line.contains("per-class transmit counters"), "{device}");
+            continue;
+        }
+        assert_eq!(device["verdict"], "ok", "{device}");
+        // Every class's burst was counted in its planned queue (4 probes per peer and
+        // path cross every switch at least once).
+        let probes = device["probes"].as_array().unwrap();
+        assert_eq!(probes.len(), 6, "{device}");
+        for landing in probes {
+            assert!(landing["packets"].as_u64().unwrap() >= 4, "{device}");
+        }
+    }
+    for host in &run.hosts {
+        assert_eq!(host["verdict"], "ok", "{host}");
+        for class in host["arrivals"].as_array().unwrap() {
+            assert_eq!(class["expected"], 8, "one peer, two paths: {host}");
+            assert!(class["probes"].as_u64().unwrap() > 0, "{host}");
+        }
+    }
+
+    // 1. A switch's WRED/ECN profile unbound from a queue.
+    let unbind = r#"[{"op":"remove","path":"/QUEUE/Ethernet0|6/wred_profile"}]"#;
+    patch_sonic(lab, "spine1", unbind);
+    let run = verify(lab, "spine1");
+    assert_eq!(run.code, Some(7), "{}", run.said);
+    let line = run.device("spine1")["mismatches"][0].as_str().unwrap();
+    assert!(
+        line.contains("QUEUE|Ethernet0|6") && line.contains("wred_profile"),
+        "{line}"
+    );
+    let bind = r#"[{"op":"add","path":"/QUEUE/Ethernet0|6/wred_profile","value":"MLT_Q6"}]"#;
+    patch_sonic(lab, "spine1", bind);
+
+    // 2. One spine's DSCP map differs from the rest.
+    let cli = ["cli"];
+    emulate(
+        lab,
+        "spine2",
+        &cli,
+        "configure\nqos map dscp 26 to traffic-class 2\nend\n",
+    );
+    let run = verify(lab, "spine*");
+    assert_eq!(run.code, Some(7), "{}", run.said);
+    let line = run.device("spine2")["mismatches"][0].as_str().unwrap();
+    assert!(
+        line.contains("DSCP map") && line.contains("DSCP 26"),
+        "{line}"
+    );
+    assert_eq!(run.device("spine1")["verdict"], "ok", "{}", run.said);
+    emulate(
+        lab,
+        "spine2",
+        &cli,
+        "configure\nqos map dscp 26 to traffic-class 0\nend\n",
+    );
+
+    // 3. The switches' queueing not enforced: every class lands in queue 0.
+    let dir = lab.dir.to_string_lossy().to_string();
+    assert!(
+        lab.mltctl(&["lab", "qos", "off", "--dir", &dir])
+            .status
+            .success()
+    );
+    let run = verify(lab, "all");
+    assert!(
+        lab.mltctl(&["lab", "qos", "on", "--dir", &dir])
+            .status
+            .success()
+    );
+    assert_eq!(run.code, Some(7), "{}", run.said);
+    let lines = run.device("leaf1")["mismatches"].as_array().unwrap();
+    let first = lines[0].as_str().unwrap();
+    assert!(
+        first.contains("class 0 (DSCP 32) on swp1")
+            && first.contains("planned queue 6 counted 0 packets")
+            && first.contains("queue 0 counted"),
+        "{}",
+        run.said
+    );
+    assert_eq!(lines.len(), 6, "every class: {}", run.said);
+
+    // 4. A host's transport marks a class with another DSCP.
+    relaunch_with_dscp(lab, "h2", 0, 40);
+    let run = verify(lab, "all");
+    assert_eq!(run.code, Some(7), "{}", run.said);
+    let h2 = run.host("h2")["mismatches"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        h2.contains("class 0: the transport marks DSCP 40") && h2.contains("DSCP 32"),
+        "{}",
+        run.said
+    );
+    let h1 = run.host("h1")["mismatches"].to_string();
+    assert!(h1.contains("probes arrived with DSCP 40"), "{}", run.said);
+    let out = lab.mltctl(&["launch", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(verify(lab, "all").code, Some(8));
+}
+
+/// Stops every host's transport, changes `host`'s class `class` to `dscp` in its
+/// configuration file, and starts them all again as `mltctl launch` does.
+fn relaunch_with_dscp(lab: &Lab, host: &str, class: u64, dscp: u64) {
+    let remote = lab.dir.join("remote");
+    let endhost = mltctl().with_file_name("endhost");
+    let file = |h: &str, ext: &str| remote.join(format!("{h}.{ext}"));
+    let in_host = |h: &str, args: &[&Path]| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &format!("{NAME}-{h}")])
+            .arg(&endhost)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{h}: {}", text(&out));
+    };
+    let p = |s: &'static str| Path::new(s);
+    for h in ["h1", "h2"] {
+        in_host(h, &[p("stop"), p("--pid-file"), &file(h, "pid")]);
+    }
+    let config = file(host, "transport.json");
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    for tag in json["job"]["tagging"]["classes"].as_array_mut().unwrap() {
+        if tag["class"] == class {
+            tag["dscp"] = dscp.into();
+        }
+    }
+    std::fs::write(&config, json.to_string()).unwrap();
+    for h in ["h1", "h2"] {
+        in_host(
+            h,
+            &[
+                p("serve"),
+                p("--config"),
+                &file(h, "transport.json"),
+                p("--socket"),
+                &file(h, "sock"),
+                p("--pid-file"),
+                &file(h, "pid"),
+                p("--log"),
+                &file(h, "log"),
+                p("--connect-timeout"),
+                p("30"),
+                p("--detach"),
+            ],
+        );
+    }
+    for h in ["h1", "h2"] {
+        in_host(
+            h,
+            &[
+                p("status"),
+                p("--socket"),
+                &file(h, "sock"),
+                p("--wait"),
+                p("30"),
+            ],
+        );
+    }
+}

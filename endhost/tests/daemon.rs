@@ -220,3 +220,122 @@ fn a_socket_group_lets_its_members_in_and_an_unknown_group_is_refused_before_joi
         "refused before waiting for peers"
     );
 }
+
+/// `serve --metrics`: curl scrapes each transport after an allreduce, and the
+/// Prometheus project's own parser (python3-prometheus-client) reads the exposition.
+#[test]
+fn a_scrape_of_the_metrics_endpoint_is_valid_exposition_with_the_transports_counters() {
+    let world = 2;
+    let ranks = Launched::start_with(
+        "metrics",
+        common::configs(world, 23_170),
+        &["--metrics", "127.0.0.1:2318{host}"],
+    );
+    for r in 0..world {
+        let out = endhost(&["status", "--socket", &ranks.file(r, "sock"), "--wait", "30"]);
+        assert!(out.status.success(), "{}\n{}", text(&out), ranks.logs());
+    }
+    let reducers: Vec<_> = (0..world)
+        .map(|r| {
+            Command::new(ENDHOST)
+                .args(["allreduce", "--socket", &ranks.file(r, "sock")])
+                .args(["--size", "256KiB", "--iterations", "1"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for reducer in reducers {
+        let out = reducer.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}\n{}", text(&out), ranks.logs());
+    }
+    let parse = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+seen = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        seen.setdefault(s.name, []).append([s.labels, s.value])
+print(json.dumps(seen))
+"#;
+    for r in 0..world {
+        let url = format!("http://127.0.0.1:{}/metrics", 23_180 + r);
+        let scrape = Command::new("curl")
+            .args(["-sS", "--fail", "--max-time", "10", &url])
+            .output()
+            .unwrap();
+        assert!(scrape.status.success(), "{}", text(&scrape));
+        let mut python = Command::new("/usr/bin/python3")
+            .args(["-c", parse])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        python
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(&scrape.stdout)
+            .unwrap();
+        let parsed = python.wait_with_output().unwrap();
+        assert!(
+            parsed.status.success(),
+            "the exposition does not parse: {}\n{}",
+            text(&parsed),
+            String::from_utf8_lossy(&scrape.stdout)
+        );
+        let seen: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
+        let value = |name: &str, labels: serde_json::Value| -> f64 {
+            seen[name]
+                .as_array()
+                .unwrap_or_else(|| panic!("no {name}: {seen}"))
+                .iter()
+                .find(|s| {
+                    labels
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .all(|(k, v)| &s[0][k] == v)
+                })
+                .unwrap_or_else(|| panic!("no {name} {labels}: {seen}"))[1]
+                .as_f64()
+                .unwrap()
+        };
+        let rank = r.to_string();
+        let peer = (1 - r).to_string();
+        let labels = serde_json::json!({"rank": rank, "peer": peer});
+        for name in [
+            "mlt_peer_packets_sent_total",
+            "mlt_peer_bytes_sent_total",
+            "mlt_peer_packets_received_total",
+        ] {
+            assert!(value(name, labels.clone()) > 0.0, "{name}: {seen}");
+        }
+        assert!(value("mlt_peer_rate_mbps", labels.clone()) > 0.0, "{seen}");
+        assert!(value("mlt_peer_srtt_us", labels.clone()) > 0.0, "{seen}");
+        let class = serde_json::json!({"rank": rank, "class": "0"});
+        assert!(value("mlt_class_packets_sent_total", class) > 0.0, "{seen}");
+        let data = serde_json::json!({"rank": rank, "dscp": "32", "kind": "data"});
+        assert!(
+            value("mlt_arrived_packets_total", data.clone()) > 0.0,
+            "{seen}"
+        );
+        assert_eq!(
+            value("mlt_arrived_ce_packets_total", data),
+            0.0,
+            "loopback marks nothing"
+        );
+        let exact = serde_json::json!({"rank": rank});
+        assert_eq!(value("mlt_result_exact_fraction", exact), 1.0, "{seen}");
+        // Anything but /metrics is not found.
+        let other = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg(url.replace("/metrics", "/"))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&other.stdout), "404");
+    }
+}

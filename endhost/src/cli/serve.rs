@@ -45,6 +45,12 @@ pub struct Args {
     /// local rank: each one region and one request of the largest allreduce].
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
     pub client_memory: Option<u64>,
+    /// Answer Prometheus scrapes (`GET /metrics`, OpenMetrics text) on this address,
+    /// e.g. 127.0.0.1:9464: per class packets sent and ECN-capable, per peer packets,
+    /// bytes, retransmissions, rate and RTT, per DSCP arrivals and CE marks, the
+    /// results' exact fraction, dropped datagrams by reason.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Run in the background, output appended to --log.
     #[arg(long, requires_all = ["pid_file", "log"])]
     pub detach: bool,
@@ -100,6 +106,14 @@ fn serve(args: &Args) -> anyhow::Result<()> {
         }
         let _ = std::fs::remove_file(socket);
         let listener = listen(socket, gid)?;
+        let metrics = match args.metrics {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("--metrics {addr}: cannot listen"))?,
+            ),
+            None => None,
+        };
         println!("ready: rank {rank} of {world} on {}", socket.display());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let stop = async move {
@@ -108,7 +122,7 @@ fn serve(args: &Args) -> anyhow::Result<()> {
                 _ = tokio::signal::ctrl_c() => {}
             }
         };
-        let transport = daemon::serve(transport, listener, limits, stop).await;
+        let transport = daemon::serve(transport, listener, metrics, limits, stop).await;
         transport.shutdown().await;
         println!("stopped");
         anyhow::Ok(())

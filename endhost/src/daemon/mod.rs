@@ -3,6 +3,7 @@
 //! the transport in its own address space. The messages are in
 //! [`endhost_core::daemon`].
 
+pub mod metrics;
 mod region;
 mod server;
 

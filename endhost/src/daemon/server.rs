@@ -188,9 +188,11 @@ struct Contribution {
 
 /// Serves `listener` until the future `stop` completes. The transport is not `Sync`,
 /// so clients are tasks of one thread.
+/// With `metrics`, Prometheus scrapes are answered there too ([`super::metrics`]).
 pub async fn serve(
     transport: Transport,
     listener: UnixListener,
+    metrics: Option<tokio::net::TcpListener>,
     limits: Limits,
     stop: impl std::future::Future<Output = ()>,
 ) -> Transport {
@@ -211,6 +213,17 @@ pub async fn serve(
             loop {
                 tokio::select! {
                     () = &mut stop => break,
+                    Ok((stream, _)) = accept(metrics.as_ref()) => {
+                        let shared = Rc::clone(&shared);
+                        tokio::task::spawn_local(async move {
+                            let rank = shared.transport.config().rank;
+                            let text = async {
+                                let counters = shared.transport.counters().await.ok()?;
+                                Some(super::metrics::exposition(rank, &counters))
+                            };
+                            let _ = super::metrics::answer(stream, text).await;
+                        });
+                    }
                     accepted = listener.accept() => {
                         if let Ok((stream, _)) = accepted
                             && shared.connections.get() < MAX_CONNECTIONS
@@ -234,6 +247,16 @@ pub async fn serve(
     match Rc::try_unwrap(shared) {
         Ok(shared) => shared.transport,
         Err(_) => unreachable!("every client task was dropped with the set"),
+    }
+}
+
+/// The next scrape on `metrics`; never, without one.
+async fn accept(
+    metrics: Option<&tokio::net::TcpListener>,
+) -> io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    match metrics {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
     }
 }
 

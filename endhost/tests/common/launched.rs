@@ -25,7 +25,8 @@ impl Launched {
         Launched::start_with(name, configs, &[])
     }
 
-    /// As `start`, with `serve` given `extra` arguments too.
+    /// As `start`, with `serve` given `extra` arguments too (`{host}` in one is the
+    /// host's number).
     pub fn start_with(name: &str, configs: Vec<TransportConfig>, extra: &[&str]) -> Launched {
         // Removed by Drop. Others may enter (not write): tests connect to the sockets
         // as other users, and it is the sockets' modes that must keep them out.
@@ -57,7 +58,11 @@ impl Launched {
                 "20",
                 "--detach",
             ];
-            args.extend_from_slice(extra);
+            let extra: Vec<String> = extra
+                .iter()
+                .map(|a| a.replace("{host}", &h.to_string()))
+                .collect();
+            args.extend(extra.iter().map(String::as_str));
             let out = endhost(&args);
             assert!(out.status.success(), "{out:?}");
         }

@@ -67,7 +67,9 @@ fuzz_target!(|data: &[u8]| {
         Some(1) => Some(1),
         _ => datagram.get(4..6).map(|r| u16::from_be_bytes([r[0], r[1]])),
     };
-    endpoint.handle_datagram(1, from, &datagram);
+    // Any TOS it may arrive with (DSCP and ECN), from the third-to-last byte.
+    let tos = data.iter().rev().nth(2).copied().unwrap_or_default();
+    endpoint.handle_datagram(1, from, tos, &datagram);
     let mut out = [0u8; 2048];
     while endpoint.poll_transmit(2, &mut out).is_some() {}
 });

@@ -106,7 +106,7 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
             "foreign-text",
             b"GET / HTTP/1.1\r\nHost: example\r\n\r\nxxxxxxxxxxxxxxxxxxxxxxxx".to_vec(),
         ),
-        ("malformed-kind", poke(2, 0x70)),
+        ("malformed-kind", poke(2, 0xe0)), // kind 7: none
         (
             "malformed-length-not-whole-values",
             with(&|h| h.length -= 2),

@@ -36,19 +36,16 @@ impl<'a> TransportAsker<'a> {
         })
     }
 
-    /// Runs `endhost COMMAND --socket SOCK [FLAG VALUE]... --json` and reads its line.
-    fn ask<T: DeserializeOwned>(
-        &mut self,
-        command: &'static str,
-        options: &[(&'static str, String)],
-    ) -> Result<T, Unasked> {
-        let mut line = ShellCommand::program(self.remote.binary())
-            .code(command)
+    /// The endhost binary on the host.
+    fn endhost(&self) -> ShellCommand {
+        ShellCommand::program(self.remote.binary())
+    }
+
+    /// Runs `command --socket SOCK --json` and reads its line.
+    fn ask<T: DeserializeOwned>(&mut self, command: ShellCommand) -> Result<T, Unasked> {
+        let line = command
             .code("--socket")
             .arg(self.remote.file(self.host, "sock"));
-        for (flag, value) in options {
-            line = line.code(flag).arg(value);
-        }
         let out = run(&mut self.session, &line.code("--json")).map_err(|e| {
             (
                 Status::Failed,
@@ -64,18 +61,19 @@ impl<'a> TransportAsker<'a> {
     }
 
     pub fn status(&mut self) -> Result<TransportStatus, Unasked> {
-        self.ask("status", &[])
+        let command = self.endhost().code("status");
+        self.ask(command)
     }
 
     /// Sends `per_path` probes of `class` to every peer on every path (0: none) and
     /// returns the reply with what has arrived so far.
     pub fn probe(&mut self, class: u8, per_path: u32) -> Result<ProbeReply, Unasked> {
-        self.ask(
-            "probe",
-            &[
-                ("--class", class.to_string()),
-                ("--per-path", per_path.to_string()),
-            ],
-        )
+        let command = self
+            .endhost()
+            .code("probe --class")
+            .arg(class.to_string())
+            .code("--per-path")
+            .arg(per_path.to_string());
+        self.ask(command)
     }
 }

@@ -74,11 +74,11 @@ pub fn judge(
         }
     };
     check.mismatches = running_differences(plan, rank, status);
-    if let (Some(first), Some(last)) = (replies.first(), replies.last()) {
-        match (first, last) {
-            (Ok(first), Ok(last)) => arrivals(plan, expected, first, last, &mut check),
-            (Err(e), _) | (_, Err(e)) => unasked(&mut check, e),
-        }
+    // A burst the host could not be asked for is as much a failure as the reads.
+    if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
+        unasked(&mut check, e);
+    } else if let (Some(Ok(first)), Some(Ok(last))) = (replies.first(), replies.last()) {
+        arrivals(plan, expected, first, last, &mut check);
     }
     if check.verdict == Verdict::Ok && !check.mismatches.is_empty() {
         check.verdict = Verdict::Mismatch;

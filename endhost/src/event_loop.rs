@@ -301,7 +301,7 @@ impl<D: Datapath> EventLoop<D> {
                 reply,
             } => {
                 let queued = self.engine.probe_class(dscp, per_path);
-                let _ = reply.send((queued, self.engine.endpoint().counters().arrivals));
+                let _ = reply.send((queued, self.engine.endpoint().arrivals()));
             }
             Inbound::Shutdown => *stopping = true,
         }

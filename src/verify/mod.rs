@@ -122,20 +122,19 @@ pub fn verify(
         ),
         None => Vec::new(),
     };
-    // Probes need every transport: a burst goes to every peer.
-    let first_class = plan.job.tagging.classes.first().map(|c| c.class);
-    let probing = options.per_path > 0
-        && first_class.is_some()
-        && !statuses.is_empty()
-        && statuses.iter().all(Result::is_ok);
+    // Probes need every transport (a burst goes to every peer) and a class to ask
+    // the arrivals of.
+    let probe_with = options
+        .remote
+        .filter(|_| options.per_path > 0 && statuses.iter().all(Result::is_ok))
+        .zip(plan.job.tagging.classes.first().map(|c| c.class));
     let mut readings: Vec<Result<Reading, Unread>> = first
         .iter()
         .map(|f| f.as_ref().map(|f| f.counters.clone()).map_err(Clone::clone))
         .collect();
     let mut landings: Vec<Vec<ClassLanding>> = vec![Vec::new(); switches.len()];
     let mut replies: Vec<Vec<Result<ProbeReply, Unasked>>> = Vec::new();
-    if probing {
-        let remote = options.remote.expect("probing needs the hosts");
+    if let Some((remote, first_class)) = probe_with {
         // What arrived before the first burst.
         replies.push(arrived(plan, &ranks, options, remote, first_class));
         for class in &plan.job.tagging.classes {
@@ -193,7 +192,7 @@ pub fn verify(
         say(Said::Switch(&check));
         checks.push(check);
     }
-    let expected = if probing {
+    let expected = if probe_with.is_some() {
         expected_probes(plan, options.per_path)
     } else {
         vec![0; plan.hosts.len()]
@@ -234,9 +233,8 @@ fn arrived(
     ranks: &[usize],
     options: &Options<'_>,
     remote: &Remote,
-    class: Option<u8>,
+    class: u8,
 ) -> Vec<Result<ProbeReply, Unasked>> {
-    let class = class.expect("probing has a class");
     parallel::run(
         ranks,
         options.forks,

@@ -181,20 +181,20 @@ pub async fn answer(
     }
     let first = request.split(|&b| b == b'\r').next().unwrap_or_default();
     let wanted = first.starts_with(b"GET /metrics ") || first == b"GET /metrics";
-    let (status, kind, body) = match (wanted, wanted.then_some(exposition)) {
-        (true, Some(text)) => match text.await {
-            Some(text) => (
-                "200 OK",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                text,
-            ),
-            None => (
-                "503 Service Unavailable",
-                "text/plain",
-                "the transport stopped\n".into(),
-            ),
-        },
-        _ => ("404 Not Found", "text/plain", "try /metrics\n".into()),
+    let (status, kind, body) = if !wanted {
+        ("404 Not Found", "text/plain", "try /metrics\n".to_string())
+    } else if let Some(text) = exposition.await {
+        (
+            "200 OK",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            text,
+        )
+    } else {
+        (
+            "503 Service Unavailable",
+            "text/plain",
+            "the transport stopped\n".to_string(),
+        )
     };
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

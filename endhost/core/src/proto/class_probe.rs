@@ -5,6 +5,7 @@
 //! and with CE ([`super::counters::DscpArrivals`]). They leave before data, unpaced:
 //! a burst is the point, and `--congest` asks for one large enough to fill the queue.
 
+use super::counters::DscpArrivals;
 use super::{Endpoint, IP_UDP_HEADERS, Transmit, tagging};
 use crate::wire::{Flags, HEADER_LEN, Header, Kind, Packet, job_tag};
 
@@ -65,12 +66,11 @@ impl Endpoint {
         if next == total {
             self.class_probes.pop_front();
         }
-        let routes: Vec<(u16, usize)> = self.routes().collect();
-        let per_round: u64 = routes.iter().map(|(_, paths)| *paths as u64).sum();
+        let per_round: u64 = self.routes().map(|(_, paths)| paths as u64).sum();
         let (round, mut slot) = (index / per_round, index % per_round);
-        let (peer, path) = routes
-            .iter()
-            .find_map(|&(peer, paths)| {
+        let (peer, path) = self
+            .routes()
+            .find_map(|(peer, paths)| {
                 if slot < paths as u64 {
                     Some((peer, slot as usize))
                 } else {
@@ -102,9 +102,18 @@ impl Endpoint {
         })
     }
 
+    /// What arrived from peers so far, the DSCPs that saw any, in DSCP order.
+    pub fn arrivals(&self) -> Vec<DscpArrivals> {
+        self.arrivals
+            .iter()
+            .filter(|a| a.packets + a.probes > 0)
+            .copied()
+            .collect()
+    }
+
     /// Counts a datagram from a peer by the DSCP and ECN it arrived with.
     pub(super) fn count_arrival(&mut self, tos: u8, kind: Kind) {
-        let arrivals = self.counters.arrivals(tos >> 2);
+        let arrivals = &mut self.arrivals[usize::from(tos >> 2)];
         let ce = u64::from(tos & CE == CE);
         if kind == Kind::ClassProbe {
             arrivals.probes += 1;

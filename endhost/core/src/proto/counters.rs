@@ -103,7 +103,8 @@ pub struct Counters {
     pub results: ResultCounters,
     /// Class probes sent (`mltctl verify`), every DSCP together.
     pub class_probes_sent: u64,
-    /// What arrived from peers, by DSCP, with the CE marks the switches set.
+    /// What arrived from peers, by DSCP (those that saw any), with the CE marks the
+    /// switches set.
     pub arrivals: Vec<DscpArrivals>,
 }
 
@@ -148,23 +149,5 @@ impl Counters {
             }
         };
         &mut self.classes[i]
-    }
-
-    /// The arrivals of `dscp`, kept in DSCP order.
-    pub fn arrivals(&mut self, dscp: u8) -> &mut DscpArrivals {
-        let i = match self.arrivals.binary_search_by_key(&dscp, |a| a.dscp) {
-            Ok(i) => i,
-            Err(i) => {
-                self.arrivals.insert(
-                    i,
-                    DscpArrivals {
-                        dscp,
-                        ..DscpArrivals::default()
-                    },
-                );
-                i
-            }
-        };
-        &mut self.arrivals[i]
     }
 }

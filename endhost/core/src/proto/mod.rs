@@ -201,6 +201,8 @@ pub struct Endpoint {
     acks: VecDeque<(u16, u32, u32)>,
     /// Class probe bursts still to send, first asked first.
     class_probes: VecDeque<class_probe::Burst>,
+    /// What arrived from peers, indexed by DSCP: counted per datagram, so one index.
+    arrivals: [counters::DscpArrivals; 64],
     control: VecDeque<(u16, Control)>,
     events: VecDeque<Event>,
     counters: Counters,
@@ -252,6 +254,10 @@ impl Endpoint {
             early_ready: HashMap::new(),
             acks: VecDeque::new(),
             class_probes: VecDeque::new(),
+            arrivals: std::array::from_fn(|dscp| counters::DscpArrivals {
+                dscp: dscp as u8,
+                ..Default::default()
+            }),
             control: VecDeque::new(),
             events: VecDeque::new(),
             recoveries: VecDeque::new(),
@@ -274,6 +280,7 @@ impl Endpoint {
         for class in &mut counters.classes {
             class.important_fraction = class.important_sent as f64 / class.packets_sent as f64;
         }
+        counters.arrivals = self.arrivals();
         let results = &mut counters.results;
         results.exact_fraction = if results.values == 0 {
             1.0

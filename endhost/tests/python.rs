@@ -151,7 +151,10 @@ impl Job {
                 self.logs()
             );
             for line in stdout.lines().filter(|l| l.starts_with('{')) {
-                ranks.push(serde_json::from_str::<Value>(line).unwrap());
+                ranks.push(
+                    serde_json::from_str::<Value>(line)
+                        .unwrap_or_else(|e| panic!("host {host}: {e}: {stdout}")),
+                );
             }
         }
         ranks.sort_by_key(|r| r["rank"].as_u64());

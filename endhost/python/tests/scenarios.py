@@ -19,6 +19,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import mlt_transport as mlt
 
 
+def emit(seen):
+    """One JSON line in one write: two ranks under torchrun share the launcher's stdout,
+    and print() may write the line and its newline apart, so lines could interleave."""
+    os.write(1, (json.dumps(seen) + "\n").encode())
+
+
 def model(seed=0):
     torch.manual_seed(seed)
     return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
@@ -56,7 +62,7 @@ def against_gloo():
     x, y = rank_input()
     for _ in range(2):
         ((ddp(x) - y) ** 2).mean().backward()
-    print(json.dumps({
+    emit({
         "rank": dist.get_rank(),
         "world_size": dist.get_world_size(),
         "buckets": len(seen),
@@ -64,7 +70,7 @@ def against_gloo():
         "max_diff": max(b["max_diff"] for b in seen),
         "layers": [b["layers"] for b in seen],
         "ranks_equal": gathered_equal(torch.cat([p.grad.reshape(-1) for p in net.parameters()])),
-    }))
+    })
     state.close()
 
 
@@ -90,7 +96,7 @@ def half_precision():
         result = state.average(tensor.clone())
         out[str(dtype)] = {"dtype_kept": result.dtype == dtype,
                            "bits_equal": bool(torch.equal(result, reference))}
-    print(json.dumps(out))
+    emit(out)
     state.close()
 
 
@@ -115,13 +121,13 @@ def resync():
                     p.add_(0.01 * (dist.get_rank() + 1))
         drifts.append(state.step(net))
     flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
-    print(json.dumps({
+    emit({
         "drifts": drifts,
         "max_drift": state.max_drift,
         "loss_bound": state.transport.status["loss_bound"],
         "exact": state.exact,
         "replicas_equal": gathered_equal(flat),
-    }))
+    })
     state.close()
 
 
@@ -164,7 +170,7 @@ def errors():
     except mlt.TransportError as e:
         out["timeout"] = str(e)
     out["waited"] = time.monotonic() - started
-    print(json.dumps(out))
+    emit(out)
 
 
 def departure():
@@ -209,7 +215,7 @@ def departure():
     out["others"] = allreduce(everyone[2:])
     everyone[1] = (0, 1, connect(0, 1))
     out["rejoined"] = allreduce(everyone)
-    print(json.dumps(out))
+    emit(out)
 
 
 if __name__ == "__main__":

@@ -448,10 +448,6 @@ fn lab_end_to_end() {
     lab.down();
 }
 
-/// `mltctl verify` after the play: the switches run the plan and their counters, read
-/// in each vendor's print form, are exposed (Onyx's per-class transmit counts are not:
-/// unverifiable, named, exit 8); a DSCP map changed behind mltctl's back on one spine
-/// is a mismatch naming that switch and value (exit 7).
 impl Lab {
     /// `lab down`, and nothing of the lab is left: no process, namespace, cable,
     /// bridge, directory or DPDK runtime directory.

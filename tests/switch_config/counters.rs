@@ -133,18 +133,54 @@ fn nvue_counters_are_read_per_traffic_class_and_old_releases_lack_marks() {
 }
 
 #[test]
-fn onyx_counts_red_drops_per_class_and_marks_per_port_only() {
+fn onyx_counts_packets_and_red_drops_per_class_and_marks_per_port_only() {
     let leaf2 = lab_intent("leaf2");
-    let reading =
-        onyx::counters::parse(&leaf2, &sample("onyx/leaf2-congestion-control.json")).unwrap();
+    let reading = onyx::counters::parse(
+        &leaf2,
+        &sample("onyx/leaf2-congestion-control.json"),
+        Ok(&sample("onyx/leaf2-counters-tc.txt")),
+    )
+    .unwrap();
+    // The plan's four ports, eight classes each; Eth1/3 is not the plan's.
     assert_eq!(reading.queues.len(), 32);
+    assert!(reading.queues.iter().all(|q| q.port != "Eth1/3"));
     let q6 = at(&reading, "Eth1/31", 6);
+    assert_eq!(q6.packets, Count::Known(4067));
+    assert_eq!(q6.dropped, Count::Known(3));
     assert_eq!(q6.wred_dropped, Count::Known(8));
-    assert!(unexposed_saying(&q6.packets, "no print form"));
     assert!(unexposed_saying(&q6.marked, "per port only"));
+    assert_eq!(at(&reading, "Eth1/1", 0).packets, Count::Known(1000));
     assert!(unexposed_saying(
         &at(&reading, "Eth1/31", 0).wred_dropped,
         "no RED or ECN curve"
     ));
     assert_eq!(reading.port_marks["Eth1/32"], Count::Known(43));
+}
+
+#[test]
+fn onyx_names_a_class_counter_it_was_not_given() {
+    let leaf2 = lab_intent("leaf2");
+    let congestion = sample("onyx/leaf2-congestion-control.json");
+    // A release that refuses the per-class command.
+    let refused = onyx::counters::parse(&leaf2, &congestion, Err("`show …` was refused")).unwrap();
+    assert!(unexposed_saying(
+        &at(&refused, "Eth1/1", 6).packets,
+        "was refused"
+    ));
+    // A block without a `packets` line, one with `N/A`, and a port printed by no block.
+    let printed = "switch [standalone: master] # \nEth1/1:\n\n  TC 6:\n    N/A                   packets\n    0                     unicast no buffer discard\nEth1/2:\n  TC 6:\n    0                     unicast no buffer discard\n";
+    let partial = onyx::counters::parse(&leaf2, &congestion, Ok(printed)).unwrap();
+    assert!(unexposed_saying(
+        &at(&partial, "Eth1/1", 6).packets,
+        "printed as `N/A`"
+    ));
+    assert_eq!(at(&partial, "Eth1/1", 6).dropped, Count::Known(0));
+    assert!(unexposed_saying(
+        &at(&partial, "Eth1/2", 6).packets,
+        "not printed for Eth1/2 TC 6"
+    ));
+    assert!(unexposed_saying(
+        &at(&partial, "Eth1/31", 6).packets,
+        "Eth1/31 TC 6: not printed"
+    ));
 }

@@ -209,3 +209,24 @@ pub fn onyx(device: &Device, number: &str) -> Option<String> {
         serde_json::to_string_pretty(&list).expect("JSON")
     ))
 }
+
+/// Onyx `show interfaces ethernet counters tc N`: every port's block for the class, a
+/// value then its label (the layout of Onyx's `show interfaces`; the counters of
+/// Mellanox's QoS MIB traffic-class table). Tail drops are the unicast no-buffer discards.
+pub fn onyx_class(device: &Device, tc: usize) -> String {
+    let mut out = String::new();
+    for (port, queues) in ports(device) {
+        let Some(q) = queues.get(tc) else { continue };
+        out.push_str(&format!("{port}:\n  TC {tc}:\n"));
+        for (value, label) in [
+            (q.packets, "packets"),
+            (q.bytes, "bytes"),
+            (q.dropped_full, "unicast no buffer discard"),
+            (wred(q), "wred discard"),
+        ] {
+            out.push_str(&format!("    {value:<22}{label}\n"));
+        }
+        out.push('\n');
+    }
+    out
+}

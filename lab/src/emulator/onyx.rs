@@ -16,6 +16,8 @@
 //!   congestion-control ecn|red|both minimum-absolute KB maximum-absolute KB`, and
 //!   `no traffic-class T congestion-control`; `no traffic-class T dcb ets` returns to
 //!   the default scheduling. Static routes: `ip route [vrf V] N /L NH`.
+//! - Counters: `show interfaces ethernet S/P congestion-control | json-print` and
+//!   `show interfaces ethernet counters tc N` (see `counters.rs`).
 //! - Unknown commands print `% Unrecognized command`.
 
 use std::collections::BTreeMap;
@@ -90,6 +92,13 @@ pub fn cli(device: &Device, script: &str) -> Reply {
                 super::counters::onyx(device, number)
                     .ok_or_else(|| format!("Unrecognized command \"{line}\""))
             }
+            (_, show) if show.starts_with("show interfaces ethernet counters tc ") => show
+                ["show interfaces ethernet counters tc ".len()..]
+                .parse::<usize>()
+                .ok()
+                .filter(|tc| *tc < 8)
+                .map(|tc| super::counters::onyx_class(device, tc))
+                .ok_or_else(|| format!("Unrecognized command \"{line}\"")),
             (false, "configure terminal") => {
                 configuring = true;
                 Ok(String::new())

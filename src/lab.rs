@@ -158,3 +158,49 @@ pub fn topology(inv: &Inventory) -> Result<Topology, String> {
             .collect(),
     })
 }
+
+/// `lab status --prometheus`: every switch's per-port, per-queue counters since the lab
+/// came up, as the forwarder last wrote them (Prometheus counters).
+pub fn prometheus(members: &[mltctl_lab::fabric::MemberStatus]) -> String {
+    use mltctl_lab::queueing::QueueCounters;
+    let ports: Vec<(&str, String, Vec<QueueCounters>)> = members
+        .iter()
+        .filter_map(|m| Some((m.name.as_str(), m.counters.as_ref()?["ports"].as_object()?)))
+        .flat_map(|(switch, ports)| {
+            ports.iter().filter_map(move |(port, queues)| {
+                Some((
+                    switch,
+                    port.clone(),
+                    serde_json::from_value(queues.clone()).ok()?,
+                ))
+            })
+        })
+        .collect();
+    let samples: Vec<crate::metrics::QueueSample<'_>> = ports
+        .iter()
+        .flat_map(|(switch, port, queues)| {
+            queues
+                .iter()
+                .enumerate()
+                .map(move |(queue, q)| crate::metrics::QueueSample {
+                    switch,
+                    port,
+                    queue: queue as u8,
+                    packets: Some(q.packets),
+                    marked: Some(q.marked),
+                    dropped: vec![
+                        ("not_ect", Some(q.dropped_not_ect)),
+                        ("red", Some(q.dropped_red)),
+                        ("full", Some(q.dropped_full)),
+                    ],
+                })
+        })
+        .collect();
+    let mut metrics = crate::metrics::Metrics::default();
+    metrics.queues::<prometheus_client::metrics::counter::Counter>(
+        "lab_queue",
+        "since the lab came up",
+        &samples,
+    );
+    metrics.text()
+}

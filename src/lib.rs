@@ -11,6 +11,7 @@ pub mod hosts;
 pub mod interrupt;
 pub mod inventory;
 pub mod lab;
+pub mod metrics;
 pub mod parallel;
 pub mod plan;
 pub mod playbook;

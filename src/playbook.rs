@@ -30,16 +30,19 @@ pub enum StepKind {
     Apply,
     Bootstrap,
     Launch,
+    /// Switches and hosts against the plan, each class probed: `mltctl verify`.
+    Verify,
     Stop,
 }
 
 impl StepKind {
-    const ALL: [(&'static str, StepKind); 6] = [
+    const ALL: [(&'static str, StepKind); 7] = [
         ("validate", StepKind::Validate),
         ("diff", StepKind::Diff),
         ("apply", StepKind::Apply),
         ("bootstrap", StepKind::Bootstrap),
         ("launch", StepKind::Launch),
+        ("verify", StepKind::Verify),
         ("stop", StepKind::Stop),
     ];
 
@@ -230,8 +233,18 @@ pub fn command(step: &Step, run: &Run, plan: &Plan) -> Result<StepPlan, String> 
             "a job starts with all its hosts; --limit leaves some out",
         ));
     }
+    if step.kind == StepKind::Verify && selected.hosts.len() < plan.hosts.len() {
+        return Ok(StepPlan::Skip(
+            "verify probes through every host's transport; --limit leaves some out",
+        ));
+    }
     if run.check && matches!(step.kind, StepKind::Launch | StepKind::Stop) {
         return Ok(StepPlan::Skip("check mode starts and stops nothing"));
+    }
+    if run.check && step.kind == StepKind::Verify {
+        return Ok(StepPlan::Skip(
+            "check mode launches nothing for verify to probe",
+        ));
     }
     let mut args = vec![
         match step.kind {
@@ -245,7 +258,8 @@ pub fn command(step: &Step, run: &Run, plan: &Plan) -> Result<StepPlan, String> 
     if run.json {
         args.push("--json".into());
     }
-    if switches || hosts {
+    let verify = step.kind == StepKind::Verify;
+    if switches || hosts || verify {
         for limit in &run.limit {
             args.push(format!("--limit={limit}"));
         }
@@ -254,7 +268,7 @@ pub fn command(step: &Step, run: &Run, plan: &Plan) -> Result<StepPlan, String> 
     if switches {
         args.extend(run.switches.iter().cloned());
     }
-    if hosts {
+    if hosts || verify {
         args.extend(run.hosts.iter().cloned());
     }
     if step.kind == StepKind::Diff
@@ -289,7 +303,7 @@ mod tests {
         let e = parse(file, "steps:\n  - validate\n  - deploy\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "site.yml:3:5: unknown step `deploy` (steps: validate, diff, apply, bootstrap, launch, stop)"
+            "site.yml:3:5: unknown step `deploy` (steps: validate, diff, apply, bootstrap, launch, verify, stop)"
         );
         let e = parse(file, "steps:\n  - step: apply\n    argz: []\n").unwrap_err();
         assert!(

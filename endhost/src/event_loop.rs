@@ -65,6 +65,7 @@ pub enum Inbound {
     ProbeClass {
         dscp: u8,
         per_path: u32,
+        to: Option<u16>,
         reply: oneshot::Sender<(u64, Vec<DscpArrivals>)>,
     },
     /// Finish what is in flight, then stop.
@@ -298,9 +299,10 @@ impl<D: Datapath> EventLoop<D> {
             Inbound::ProbeClass {
                 dscp,
                 per_path,
+                to,
                 reply,
             } => {
-                let queued = self.engine.probe_class(dscp, per_path);
+                let queued = self.engine.probe_class(dscp, per_path, to);
                 let _ = reply.send((queued, self.engine.endpoint().arrivals()));
             }
             Inbound::Shutdown => *stopping = true,

@@ -395,17 +395,20 @@ impl Transport {
         rx.await.map_err(|_| TransportError::Stopped)
     }
 
-    /// Queues a class probe burst with `dscp`, `per_path` to every peer on each path;
-    /// returns how many probes will go and what has arrived from peers so far.
+    /// Queues a class probe burst with `dscp`, `per_path` to every peer (or `to`) on
+    /// each path; returns how many probes will go and what has arrived from peers so
+    /// far.
     pub async fn probe_class(
         &self,
         dscp: u8,
         per_path: u32,
+        to: Option<u16>,
     ) -> Result<(u64, Vec<DscpArrivals>), TransportError> {
         let (tx, rx) = oneshot::channel();
         self.submit(Inbound::ProbeClass {
             dscp,
             per_path,
+            to,
             reply: tx,
         })?;
         rx.await.map_err(|_| TransportError::Stopped)

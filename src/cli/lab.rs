@@ -120,8 +120,12 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub dir: DirArgs,
     /// Print JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prometheus")]
     pub json: bool,
+    /// Print each switch's per-port, per-queue counters (packets, ECN marks, drops by
+    /// reason: not_ect, red, full) in the Prometheus text format.
+    #[arg(long)]
+    pub prometheus: bool,
 }
 
 /// Run one command of an emulated switch (its SSH server runs this; not for people).
@@ -220,9 +224,10 @@ fn up(args: UpArgs) -> Result<(), Failure> {
     print(&format!(
         "lab `{name}` is up in {dir}: {switches} emulated switches ({vendors}), {hosts} hosts.\n\
          It is an emulation for rehearsal: switches forward by the routes and queue by the\n\
-         QoS they run, at the port rate. Work on it as on a fabric:\n\
+         QoS they run, at the port rate, and count every half second (so verify's\n\
+         window can be 1 s). Work on it as on a fabric:\n\
          \n  export MLTCTL_INVENTORY={dir}/inventory.yaml MLTCTL_KNOWN_HOSTS={dir}/known_hosts \\\n\
-         \x20        MLTCTL_REMOTE_DIR={dir}/remote\n\
+         \x20        MLTCTL_REMOTE_DIR={dir}/remote MLTCTL_VERIFY_WINDOW=1\n\
          \x20 mltctl play playbooks/site.yml\n\
          \x20 mltctl lab status --dir {dir}\n\
          \x20 mltctl lab down --dir {dir}\n",
@@ -237,7 +242,9 @@ fn up(args: UpArgs) -> Result<(), Failure> {
 
 fn status(args: StatusArgs) -> Result<(), Failure> {
     let members = fabric::status(&args.dir.dir).context("lab status")?;
-    if args.json {
+    if args.prometheus {
+        print!("{}", mltctl::lab::prometheus(&members));
+    } else if args.json {
         print_json(&members)?;
     } else {
         let mut text = String::new();

@@ -108,6 +108,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
             StepCommand::Apply(a) => super::apply::run_planned(*a, &plan),
             StepCommand::Bootstrap(a) => super::bootstrap::run_planned(*a, &plan),
             StepCommand::Launch(a) => super::launch::run_planned(*a, &plan),
+            StepCommand::Verify(a) => super::verify::run_planned(*a, &plan),
             StepCommand::Stop(a) => super::stop::run_planned(*a, &plan),
         };
         recap.add(&ran.devices);
@@ -207,6 +208,7 @@ enum StepCommand {
     Apply(Box<super::apply::Args>),
     Bootstrap(Box<super::bootstrap::Args>),
     Launch(Box<super::launch::Args>),
+    Verify(Box<super::verify::Args>),
     Stop(Box<super::stop::Args>),
 }
 
@@ -242,6 +244,7 @@ fn prepared(n: usize, step: &Step, run: &playbook::Run, plan: &Plan) -> Result<P
         Command::Apply(a) => StepCommand::Apply(Box::new(a)),
         Command::Bootstrap(a) => StepCommand::Bootstrap(Box::new(a)),
         Command::Launch(a) => StepCommand::Launch(Box::new(a)),
+        Command::Verify(a) => StepCommand::Verify(Box::new(a)),
         Command::Stop(a) => StepCommand::Stop(Box::new(a)),
         _ => return Err(at(format!("a playbook cannot run `mltctl {}`", words[0]))),
     };

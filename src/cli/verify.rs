@@ -9,7 +9,10 @@ use mltctl::select::Selection;
 use mltctl::verify::{self, HostCheck, Said, SwitchCheck, Verdict};
 use switch_config::counters::Count;
 
-use super::{Failure, InventoryArg, SshArgs, load, planned};
+use mlt_common::outcome::Status;
+use mltctl::plan::Plan;
+
+use super::{Failure, InventoryArg, Ran, SshArgs, load, planned};
 
 /// Check that switches and hosts run the plan, and that each class lands in its queue.
 ///
@@ -20,19 +23,22 @@ use super::{Failure, InventoryArg, SshArgs, load, planned};
 /// --json` and `show queue wredcounters --json`, EOS `show interfaces counters queue
 /// detail | json` and `show qos interfaces ecn counters queue | json`, NVUE `nv show
 /// interface PORT counters qos -o json`, Onyx `show interfaces ethernet S/P
-/// congestion-control | json-print`. A counter the OS does not expose is named, never
-/// taken as zero.
+/// congestion-control | json-print` and `show interfaces ethernet counters tc N`. A
+/// counter the OS does not expose is named, never taken as zero.
 ///
 /// Each host's launched transport (`mltctl launch`; its socket in --remote-dir) is asked
-/// what it runs: each class's DSCP, the control DSCP, the MTU, its path addresses. Then,
-/// class by class, every transport sends --probe probes with the class's DSCP to every
-/// peer over every path (half ECN-capable, MTU-sized); after --window the switches'
-/// counters are read again, and each switch must have counted the burst in the class's
-/// planned queue. With --congest the bursts fill the queues: the class's queue must mark
-/// or WRED-drop, and no other planned queue may. The hosts count what arrived per DSCP
-/// and with CE. Hosts are asked only when --limit selects all of them (probes go to
-/// every peer). Nothing is changed on any switch or host. --json events: device, host,
-/// summary.
+/// what it runs: each class's DSCP, the control DSCP, the MTU, its path addresses; and
+/// each host's network is checked against the plan as `bootstrap --check` does (MTU,
+/// addresses, the MAC map, routes: what its leaf's static routes and MTU are compared
+/// with the same plan for). Then, class by class, every transport sends --probe probes
+/// with the class's DSCP to every peer over every path (half ECN-capable, MTU-sized);
+/// after --window the switches' counters are read again, and each switch must have
+/// counted the burst in the class's planned queue. With --congest the bursts fill the
+/// queues: each class's burst is an incast to one host, whose leaf must mark or
+/// WRED-drop in the class's queue, and no planned queue of another class may. The hosts
+/// count what arrived per DSCP and with CE. Hosts are asked only when --limit selects
+/// all of them (probes go to every peer). Nothing is changed on any switch or host.
+/// --json events: device, host, summary.
 ///
 /// Verdicts: ok (runs the plan; its queues' counters are all exposed; every class landed
 /// in its queue), mismatch (lines say what runs and what the plan wants), unverifiable
@@ -46,14 +52,15 @@ pub struct Args {
     /// Seconds between counter readings (after each class's burst): at least one counter
     /// poll interval (SONiC polls queue counters every 10 s by default; NVIDIA switches
     /// every 2 s).
-    #[arg(long, value_name = "SECS", default_value_t = 11, value_parser = mlt_common::units::seconds)]
+    #[arg(long, value_name = "SECS", default_value_t = 11, env = "MLTCTL_VERIFY_WINDOW", value_parser = mlt_common::units::seconds)]
     pub window: u64,
     /// Probes per class to each peer on each path (0: probe nothing, read the counters
     /// once more after --window).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub probe: u32,
-    /// Bursts that fill the queues (at least 1000 probes per peer and path): each class
-    /// must be marked or WRED-dropped in its own queue, and in no other.
+    /// Bursts that fill the queues: class i's is an incast from every other host to
+    /// host i (mod the hosts), at least 5000 probes per path; that host's leaf must mark
+    /// or WRED-drop in the class's queue, and no switch in another planned queue.
     #[arg(long)]
     pub congest: bool,
     /// Directory on every host with the launched transport's files (`mltctl launch`).
@@ -64,6 +71,12 @@ pub struct Args {
         env = "MLTCTL_REMOTE_DIR"
     )]
     pub remote_dir: String,
+    /// Also write what was found to FILE in the Prometheus text format, replaced whole
+    /// (for node-exporter's textfile collector: a `.prom` file in its directory):
+    /// verdicts, each planned queue's packets, marks and drops during the window, the
+    /// probes each host received per class. Unexposed counters are left out.
+    #[arg(long, value_name = "FILE")]
+    pub prometheus: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub run: super::SwitchRun,
     #[command(flatten)]
@@ -71,11 +84,28 @@ pub struct Args {
 }
 
 /// Probes per peer and path in a burst that fills a queue.
-const CONGESTING_BURST: u32 = 1000;
+const CONGESTING_BURST: u32 = 5000;
 
 pub fn run(args: Args) -> Result<(), Failure> {
     let plan = planned(&load(&args.inventory.inventory)?)?;
-    let targets = super::apply::selected(&plan, &args.run.limit)?;
+    run_planned(args, &plan).result
+}
+
+/// `verify` with the plan of its inventory already built (a playbook's step); each
+/// switch and host with its verdict as a status (ok, or failed and unreachable as they
+/// are; a mismatch or an unverifiable counter is failed).
+pub fn run_planned(args: Args, plan: &Plan) -> Ran {
+    let mut devices = Vec::new();
+    let result = verify_planned(args, plan, &mut devices);
+    Ran { devices, result }
+}
+
+fn verify_planned(
+    args: Args,
+    plan: &Plan,
+    devices: &mut Vec<(String, Status)>,
+) -> Result<(), Failure> {
+    let targets = super::apply::selected(plan, &args.run.limit)?;
     let every_host = Selection::parse(&args.run.limit)
         .and_then(|s| s.select(&plan))
         .map_err(|e| Failure::Usage(e.to_string()))?
@@ -122,6 +152,32 @@ pub fn run(args: Args) -> Result<(), Failure> {
         Said::Host(check) => print!("{}", shown_host(check)),
     });
     super::say_recorded(&ssh);
+    let status = |verdict: Verdict| match verdict {
+        Verdict::Ok => Status::Ok,
+        Verdict::Unreachable => Status::Unreachable,
+        Verdict::Mismatch | Verdict::Unverifiable | Verdict::Failed => Status::Failed,
+    };
+    devices.extend(
+        verified
+            .switches
+            .iter()
+            .map(|c| (c.device.clone(), status(c.verdict)))
+            .chain(
+                verified
+                    .hosts
+                    .iter()
+                    .map(|c| (c.host.clone(), status(c.verdict))),
+            ),
+    );
+    if let Some(file) = &args.prometheus {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let text = verify::export::prometheus(&verified, now);
+        mlt_common::files::write(file, text.as_bytes(), mlt_common::files::Access::Readable)
+            .map_err(|e| Failure::Error(anyhow::anyhow!("--prometheus: {e}")))?;
+    }
     let verdicts: Vec<Verdict> = verified
         .switches
         .iter()

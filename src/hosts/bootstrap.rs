@@ -102,7 +102,6 @@ fn configure(
     options: &Options,
     result: &mut HostResult,
 ) -> Result<(), String> {
-    let host = &plan.hosts[rank].name;
     let remote = &options.remote;
     let checksum = ShellCommand::new("sha256sum")
         .arg(remote.binary())
@@ -111,36 +110,68 @@ fn configure(
     let current = installed.split_whitespace().next() == Some(binary.sha256.as_str());
     result.binary_uploaded = !current;
     let workdir = if options.check {
-        let scratch = run(
-            session,
-            &ShellCommand::new("mktemp -d /tmp/mltctl-check.XXXXXX"),
-        )?;
-        Remote::new(scratch.trim(), plan)?
+        make_scratch(session, plan)?
     } else {
         super::trusted_remote_dir(session, remote.dir())?;
         remote.clone()
     };
     let outcome = (|| {
-        let scratch = &workdir;
         let endhost = if current {
             remote.binary()
         } else {
             session
-                .upload(&binary.bytes, &scratch.binary(), 0o755)
+                .upload(&binary.bytes, &workdir.binary(), 0o755)
                 .map_err(|e| format!("uploading endhost: {e}"))?;
-            scratch.binary()
+            workdir.binary()
         };
-        let plan_file = scratch.file(host, "network.json");
-        let network = network_plan(plan, rank, options.datapath);
+        let agent = Agent {
+            endhost: &endhost,
+            workdir: &workdir,
+            datapath: options.datapath,
+            check: options.check,
+        };
+        agent.configure(session, plan, rank)
+    })();
+    if options.check {
+        remove_scratch(session, &workdir);
+    }
+    let report = outcome?;
+    result.status = match report.status {
+        Status::Ok if result.binary_uploaded => Status::Changed,
+        status => status,
+    };
+    result.message = report.error.as_deref().map(clean);
+    result.report = Some(report);
+    Ok(())
+}
+
+/// `endhost configure` on a host: which binary, where the plan goes, how.
+struct Agent<'a> {
+    endhost: &'a str,
+    workdir: &'a Remote,
+    datapath: DatapathKind,
+    check: bool,
+}
+
+impl Agent<'_> {
+    /// Uploads host `rank`'s network plan and runs the agent on it.
+    fn configure(
+        &self,
+        session: &mut SshSession,
+        plan: &Plan,
+        rank: usize,
+    ) -> Result<Report, String> {
+        let plan_file = self.workdir.file(&plan.hosts[rank].name, "network.json");
+        let network = network_plan(plan, rank, self.datapath);
         let json = serde_json::to_vec_pretty(&network).expect("serializable");
         session
             .upload(&json, &plan_file, 0o644)
             .map_err(|e| format!("uploading the plan: {e}"))?;
-        let mut command = ShellCommand::program(&endhost)
+        let mut command = ShellCommand::program(self.endhost)
             .code("configure --plan")
             .arg(&plan_file)
             .code("--json");
-        if options.check {
+        if self.check {
             command = command.code("--check");
         }
         let output = session
@@ -154,19 +185,40 @@ fn configure(
                 clean(output.stderr.trim())
             )),
         }
-    })();
-    if options.check {
-        // Best effort: the scratch directory is in /tmp either way.
-        let _ = run(session, &ShellCommand::new("rm -rf").arg(workdir.dir()));
     }
-    let report = outcome?;
-    result.status = match report.status {
-        Status::Ok if result.binary_uploaded => Status::Changed,
-        status => status,
+}
+
+fn make_scratch(session: &mut SshSession, plan: &Plan) -> Result<Remote, String> {
+    let scratch = run(
+        session,
+        &ShellCommand::new("mktemp -d /tmp/mltctl-check.XXXXXX"),
+    )?;
+    Remote::new(scratch.trim(), plan)
+}
+
+/// Best effort: the scratch directory is in /tmp either way.
+fn remove_scratch(session: &mut SshSession, scratch: &Remote) {
+    let _ = run(session, &ShellCommand::new("rm -rf").arg(scratch.dir()));
+}
+
+/// What the host's network lacks of the plan (MTU, addresses, the MAC map, routes) and
+/// what contradicts it, as the installed agent finds in check mode: nothing is changed.
+pub fn check_network(
+    session: &mut SshSession,
+    plan: &Plan,
+    rank: usize,
+    remote: &Remote,
+) -> Result<Report, String> {
+    let scratch = make_scratch(session, plan)?;
+    let agent = Agent {
+        endhost: &remote.binary(),
+        workdir: &scratch,
+        datapath: plan.job.datapath.kind,
+        check: true,
     };
-    result.message = report.error.as_deref().map(clean);
-    result.report = Some(report);
-    Ok(())
+    let report = agent.configure(session, plan, rank);
+    remove_scratch(session, &scratch);
+    report
 }
 
 /// One host's result as text; with `diff`, every change the agent made (or would make).

@@ -1,7 +1,9 @@
-//! What `mltctl verify` asks a launched transport over SSH: who it runs as (its
-//! classes' DSCPs, MTU, path addresses), and class probe bursts with what arrived.
+//! What `mltctl verify` asks a host over SSH: who its launched transport runs as (its
+//! classes' DSCPs, MTU, path addresses), whether its network still matches the plan,
+//! and class probe bursts with what arrived.
 
 use endhost_core::daemon::{ProbeReply, TransportStatus};
+use endhost_core::host::Report;
 use mlt_common::outcome::Status;
 use mlt_common::redact::clean;
 use mlt_common::shell::ShellCommand;
@@ -65,15 +67,30 @@ impl<'a> TransportAsker<'a> {
         self.ask(command)
     }
 
-    /// Sends `per_path` probes of `class` to every peer on every path (0: none) and
-    /// returns the reply with what has arrived so far.
-    pub fn probe(&mut self, class: u8, per_path: u32) -> Result<ProbeReply, Unasked> {
-        let command = self
+    /// What the host's network lacks of host `rank`'s plan or contradicts in it
+    /// (`endhost configure --check`).
+    pub fn network(&mut self, plan: &Plan, rank: usize) -> Result<Report, Unasked> {
+        super::bootstrap::check_network(&mut self.session, plan, rank, self.remote)
+            .map_err(|e| (Status::Failed, format!("checking the host's network: {e}")))
+    }
+
+    /// Sends `per_path` probes of `class` to every peer (or to rank `to`) on every
+    /// path (0: none) and returns the reply with what has arrived so far.
+    pub fn probe(
+        &mut self,
+        class: u8,
+        per_path: u32,
+        to: Option<u32>,
+    ) -> Result<ProbeReply, Unasked> {
+        let mut command = self
             .endhost()
             .code("probe --class")
             .arg(class.to_string())
             .code("--per-path")
             .arg(per_path.to_string());
+        if let Some(rank) = to {
+            command = command.code("--to").arg(rank.to_string());
+        }
         self.ask(command)
     }
 }

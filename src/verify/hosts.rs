@@ -1,14 +1,16 @@
 //! A host's verdict: what its launched transport runs (each class's DSCP, the control
-//! DSCP, the MTU, its path addresses) against the plan, and what its class probes'
-//! peers sent it — by the DSCP they arrived with, and with how many CE marks. A pure
+//! DSCP, the MTU, its path addresses) and what its network runs (MTU, addresses, MAC
+//! map, routes) against the plan, and what its class probes' peers sent it — by the DSCP they arrived with, and with how many CE marks. A pure
 //! function of the transport's replies, tested without a host.
 
 use endhost_core::daemon::{ProbeReply, TransportStatus};
+use endhost_core::host::Report;
 use endhost_core::proto::counters::DscpArrivals;
 use mlt_common::outcome::Status;
+use mlt_common::redact::clean;
 use serde::Serialize;
 
-use super::Verdict;
+use super::{Asked, Verdict};
 use crate::hosts::probe::Unasked;
 use crate::plan::Plan;
 
@@ -40,13 +42,13 @@ pub struct ClassArrivals {
 
 /// Judges host `rank` from its status and its probe replies, in order: one before the
 /// first burst, one per class burst, one after the last (none when nothing was
-/// probed); each burst should bring it `expected` probes of the class.
+/// probed); class i's burst should bring it `expected[i]` probes.
 pub fn judge(
     plan: &Plan,
     rank: usize,
-    status: &Result<TransportStatus, Unasked>,
+    asked: &Result<Asked, Unasked>,
     replies: &[&Result<ProbeReply, Unasked>],
-    expected: u64,
+    expected: &[u64],
 ) -> HostCheck {
     let host = &plan.hosts[rank];
     let mut check = HostCheck {
@@ -66,14 +68,15 @@ pub fn judge(
         };
         check.message = Some(message.clone());
     };
-    let status = match status {
-        Ok(status) => status,
+    let asked = match asked {
+        Ok(asked) => asked,
         Err(e) => {
             unasked(&mut check, e);
             return check;
         }
     };
-    check.mismatches = running_differences(plan, rank, status);
+    check.mismatches = running_differences(plan, rank, &asked.transport);
+    check.mismatches.extend(network_differences(&asked.network));
     // A burst the host could not be asked for is as much a failure as the reads.
     if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
         unasked(&mut check, e);
@@ -84,6 +87,22 @@ pub fn judge(
         check.verdict = Verdict::Mismatch;
     }
     check
+}
+
+/// What the host's network lacks of the plan — its MTU, addresses, the MAC map of its
+/// rack and the routes to its leaf (what its leaf's running configuration is checked
+/// against too) — and what contradicts it.
+fn network_differences(report: &Report) -> Vec<String> {
+    let mut lines: Vec<String> = report
+        .changes
+        .iter()
+        .map(|c| format!("network: `{c}` is needed to match the plan (mltctl bootstrap)"))
+        .collect();
+    lines.extend(report.conflicts.iter().map(|c| format!("network: {c}")));
+    if let Some(error) = &report.error {
+        lines.push(format!("network: the check failed: {}", clean(error)));
+    }
+    lines
 }
 
 /// What the running transport marks with and sends, against the plan.
@@ -141,7 +160,7 @@ fn running_differences(plan: &Plan, rank: usize, status: &TransportStatus) -> Ve
 /// class of the plan has, arriving as probes, is a peer marking its class wrongly.
 fn arrivals(
     plan: &Plan,
-    expected: u64,
+    expected: &[u64],
     first: &ProbeReply,
     last: &ProbeReply,
     check: &mut HostCheck,
@@ -165,7 +184,7 @@ fn arrivals(
         )
     };
     let tagging = &plan.job.tagging;
-    for class in &tagging.classes {
+    for (class, &expected) in tagging.classes.iter().zip(expected) {
         let (probes, probes_ce) = grown(class.dscp);
         check.arrivals.push(ClassArrivals {
             class: class.class,

@@ -13,12 +13,14 @@
 //! Design: `docs/src/design/verify.md`.
 
 pub mod classes;
+pub mod export;
 pub mod hosts;
 pub mod judge;
 
 use std::time::{Duration, Instant};
 
 use endhost_core::daemon::{ProbeReply, TransportStatus};
+use endhost_core::host::Report;
 use mlt_common::outcome::Status;
 use mlt_common::redact::clean;
 use serde::Serialize;
@@ -79,6 +81,13 @@ pub struct Verified {
     pub hosts: Vec<HostCheck>,
 }
 
+/// What a host said before any probe: what its transport runs, and what its network
+/// lacks of the plan.
+pub struct Asked {
+    pub transport: TransportStatus,
+    pub network: Report,
+}
+
 /// Why a switch could not be read: unreachable, or failed with a message.
 type Unread = (Status, String);
 
@@ -113,11 +122,17 @@ pub fn verify(
         &mut |_| {},
     );
     let ranks: Vec<usize> = (0..plan.hosts.len()).collect();
-    let statuses: Vec<Result<TransportStatus, Unasked>> = match options.remote {
+    let statuses: Vec<Result<Asked, Unasked>> = match options.remote {
         Some(remote) => parallel::run(
             &ranks,
             options.forks,
-            |&rank| TransportAsker::open(plan, rank, options.ssh, remote)?.status(),
+            |&rank| {
+                let mut asker = TransportAsker::open(plan, rank, options.ssh, remote)?;
+                Ok(Asked {
+                    transport: asker.status()?,
+                    network: asker.network(plan, rank)?,
+                })
+            },
             &mut |_| {},
         ),
         None => Vec::new(),
@@ -134,32 +149,44 @@ pub fn verify(
         .collect();
     let mut landings: Vec<Vec<ClassLanding>> = vec![Vec::new(); switches.len()];
     let mut replies: Vec<Vec<Result<ProbeReply, Unasked>>> = Vec::new();
+    let classes = &plan.job.tagging.classes;
+    // With --congest every other host aims class i's burst at host i mod n: an incast
+    // that fills the queue of that host's port on its leaf.
+    let target = |i: usize| options.congest.then(|| i % plan.hosts.len());
     if let Some((remote, first_class)) = probe_with {
         // What arrived before the first burst.
         replies.push(arrived(plan, &ranks, options, remote, first_class));
-        for class in &plan.job.tagging.classes {
+        for (c, class) in classes.iter().enumerate() {
+            let to = target(c);
             say(Said::Step(format!(
-                "probing class {} (DSCP {}, queue {}) from {} host(s), {} per peer and path",
+                "probing class {} (DSCP {}, queue {}) from {} host(s), {} per {} and path",
                 class.class,
                 class.dscp,
                 class.queue,
                 ranks.len(),
-                options.per_path
+                options.per_path,
+                to.map_or("peer".to_string(), |t| plan.hosts[t].name.clone()),
             )));
             replies.push(parallel::run(
                 &ranks,
                 options.forks,
                 |&rank| {
-                    TransportAsker::open(plan, rank, options.ssh, remote)?
-                        .probe(class.class, options.per_path)
+                    // The target's own burst to itself is none: it only reads.
+                    TransportAsker::open(plan, rank, options.ssh, remote)?.probe(
+                        class.class,
+                        options.per_path,
+                        to.map(|t| t as u32),
+                    )
                 },
                 &mut |_| {},
             ));
             std::thread::sleep(options.window);
             let now = read_all(&switches, &readings, options);
+            let filled_leaf = to.map(|t| plan.racks[plan.hosts[t].rack].leaf.as_str());
             for (i, (then, now)) in readings.iter().zip(&now).enumerate() {
                 if let (Ok(then), Ok(now)) = (then, now) {
-                    landings[i].push(ClassLanding::of(class, &now.since(then)));
+                    let fills = filled_leaf == Some(switches[i].intent.name.as_str());
+                    landings[i].push(ClassLanding::of(class, &now.since(then), fills));
                 }
             }
             readings = now;
@@ -185,23 +212,32 @@ pub fn verify(
             }
         };
         if check.verdict != Verdict::Failed && check.verdict != Verdict::Unreachable {
-            classes::judge(&mut check, &switch.intent, &landings[i], options);
+            classes::judge(
+                &mut check,
+                &switch.intent,
+                &landings[i],
+                options.per_path,
+                options.congest,
+            );
         }
         check.endpoint = format!("{}:{}", switch.mgmt.address, switch.mgmt.port);
         check.seconds = started.elapsed().as_secs_f64();
         say(Said::Switch(&check));
         checks.push(check);
     }
-    let expected = if probe_with.is_some() {
-        expected_probes(plan, options.per_path)
-    } else {
-        vec![0; plan.hosts.len()]
-    };
+    // Per class, per host: the probes its peers sent it.
+    let expected: Vec<Vec<u64>> = (0..classes.len())
+        .map(|c| match probe_with {
+            Some(_) => expected_probes(plan, options.per_path, target(c)),
+            None => vec![0; plan.hosts.len()],
+        })
+        .collect();
     let mut host_checks = Vec::new();
     for (rank, status) in statuses.iter().enumerate() {
         let replies: Vec<&Result<ProbeReply, Unasked>> =
             replies.iter().map(|step| &step[rank]).collect();
-        let mut check = hosts::judge(plan, rank, status, &replies, expected[rank]);
+        let expected: Vec<u64> = expected.iter().map(|per_host| per_host[rank]).collect();
+        let mut check = hosts::judge(plan, rank, status, &replies, &expected);
         check.seconds = started.elapsed().as_secs_f64();
         say(Said::Host(&check));
         host_checks.push(check);
@@ -214,12 +250,16 @@ pub fn verify(
 
 /// The probes each host should receive from one class's burst: every peer sends
 /// `per_path` to each address it reaches the host by (its path addresses, or its NIC's
-/// within a rack).
-fn expected_probes(plan: &Plan, per_path: u32) -> Vec<u64> {
+/// within a rack) — to every host, or to host `to` alone.
+fn expected_probes(plan: &Plan, per_path: u32, to: Option<usize>) -> Vec<u64> {
     let mut expected = vec![0; plan.hosts.len()];
     for sender in 0..plan.hosts.len() {
         for peer in plan.transport_config(sender).peers {
-            if let Some(e) = expected.get_mut(peer.rank as usize) {
+            let rank = peer.rank as usize;
+            if to.is_some_and(|t| t != rank) {
+                continue;
+            }
+            if let Some(e) = expected.get_mut(rank) {
                 *e += peer.paths.len() as u64 * u64::from(per_path);
             }
         }
@@ -238,7 +278,7 @@ fn arrived(
     parallel::run(
         ranks,
         options.forks,
-        |&rank| TransportAsker::open(plan, rank, options.ssh, remote)?.probe(class, 0),
+        |&rank| TransportAsker::open(plan, rank, options.ssh, remote)?.probe(class, 0, None),
         &mut |_| {},
     )
 }

@@ -404,7 +404,7 @@ pub fn play() {
     let all = text(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        all.contains("PLAY RECAP (3 step(s) ran, 2 skipped)"),
+        all.contains("PLAY RECAP (3 step(s) ran, 3 skipped)"),
         "{all}"
     );
     assert!(
@@ -412,7 +412,7 @@ pub fn play() {
         "{all}"
     );
     assert!(
-        all.contains("== step 3/5 apply: mltctl apply") && all.contains("--confirm-timeout 120"),
+        all.contains("== step 3/6 apply: mltctl apply") && all.contains("--confirm-timeout 120"),
         "{all}"
     );
     for name in &names {

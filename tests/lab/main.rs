@@ -198,6 +198,7 @@ impl Lab {
             .env("MLTCTL_INVENTORY", self.dir.join("inventory.yaml"))
             .env("MLTCTL_KNOWN_HOSTS", self.dir.join("known_hosts"))
             .env("MLTCTL_REMOTE_DIR", self.dir.join("remote"))
+            .env("MLTCTL_VERIFY_WINDOW", "1")
             .env_remove("MLTCTL_STATE_DIR")
             .env_remove("SSH_AUTH_SOCK")
             .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -289,6 +290,12 @@ fn lab_end_to_end() {
     let out = lab.mltctl(&["play", "playbooks/site.yml", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
     let lines = json_lines(&out);
+    // The play's last step verified what it deployed: every switch and host is ok.
+    let verified = lines
+        .iter()
+        .find(|l| l["event"] == "summary" && l.get("unverifiable").is_some())
+        .unwrap_or_else(|| panic!("no verify step: {}", text(&out)));
+    assert_eq!(verified["ok"], 6, "4 switches, 2 hosts: {verified}");
     let recap = lines.iter().find(|l| l["event"] == "recap").unwrap();
     for device in recap["devices"].as_array().unwrap() {
         assert_eq!(device["failed"], 0, "{device}");

@@ -35,7 +35,13 @@ impl Run {
 }
 
 fn verify(lab: &Lab, limit: &str) -> Run {
-    let out = lab.mltctl(&["verify", "--window", "1", "--json", "--limit", limit]);
+    verify_with(lab, limit, &[])
+}
+
+fn verify_with(lab: &Lab, limit: &str, more: &[&str]) -> Run {
+    let mut args = vec!["verify", "--window", "1", "--json", "--limit", limit];
+    args.extend(more);
+    let out = lab.mltctl(&args);
     let lines = json_lines(&out);
     let events = |kind: &str| -> Vec<Value> {
         lines
@@ -83,9 +89,95 @@ fn patch_sonic(lab: &Lab, switch: &str, patch: &str) {
     );
 }
 
+/// Every sample of a Prometheus text, by metric name: `[labels, value]` pairs, as the
+/// Prometheus project's parser (python3-prometheus-client's, the text format
+/// node-exporter's textfile collector reads) gives them.
+fn prometheus_samples(text: &str) -> Value {
+    let parse = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+seen = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        seen.setdefault(s.name, []).append([s.labels, s.value])
+print(json.dumps(seen))
+"#;
+    let mut python = Command::new("/usr/bin/python3")
+        .args(["-c", parse])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    python
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let parsed = python.wait_with_output().unwrap();
+    assert!(
+        parsed.status.success(),
+        "not Prometheus text: {}\n{text}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
+    serde_json::from_slice(&parsed.stdout).unwrap()
+}
+
+/// The switches a metric has samples of.
+fn switches_in(samples: &Value, name: &str) -> std::collections::BTreeSet<String> {
+    samples[name]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {name}"))
+        .iter()
+        .map(|s| s[0]["switch"].as_str().unwrap().to_string())
+        .collect()
+}
+
 pub fn lab_verify(lab: &Lab) {
-    let run = verify(lab, "all");
+    let textfile = lab.dir.join("verify.prom");
+    let run = verify_with(lab, "all", &["--prometheus", textfile.to_str().unwrap()]);
     assert_eq!(run.code, Some(0), "{}", run.said);
+    // The textfile: every switch's and host's verdict, every switch's queues.
+    let written = prometheus_samples(&std::fs::read_to_string(&textfile).unwrap());
+    let verdicts = written["mltctl_verify_verdict"].as_array().unwrap();
+    assert_eq!(
+        verdicts.len(),
+        run.devices.len() + run.hosts.len(),
+        "{written}"
+    );
+    assert!(
+        verdicts.iter().all(|v| v[0]["verdict"] == "ok"),
+        "{written}"
+    );
+    let names = ["spine1", "spine2", "leaf1", "leaf2"]
+        .map(String::from)
+        .into();
+    assert_eq!(switches_in(&written, "mltctl_verify_queue_packets"), names);
+    // The lab's own counters, every switch's, with drops by reason.
+    let dir = lab.dir.to_string_lossy();
+    let status = lab.mltctl(&["lab", "status", "--prometheus", "--dir", &dir]);
+    assert!(status.status.success(), "{}", text(&status));
+    let counted = prometheus_samples(&String::from_utf8_lossy(&status.stdout));
+    assert_eq!(
+        switches_in(&counted, "mltctl_lab_queue_packets_total"),
+        names
+    );
+    let reasons: std::collections::BTreeSet<&str> =
+        counted["mltctl_lab_queue_dropped_packets_total"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s[0]["reason"].as_str().unwrap())
+            .collect();
+    assert_eq!(reasons, ["full", "not_ect", "red"].into());
+    let sent: f64 = counted["mltctl_lab_queue_packets_total"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[1].as_f64().unwrap())
+        .sum();
+    assert!(sent > 0.0, "{counted}");
     assert_eq!((run.devices.len(), run.hosts.len()), (4, 2), "{}", run.said);
     for device in &run.devices {
         assert_eq!(device["verdict"], "ok", "{device}");
@@ -103,6 +195,23 @@ pub fn lab_verify(lab: &Lab) {
             assert_eq!(class["expected"], 8, "one peer, two paths: {host}");
             assert!(class["probes"].as_u64().unwrap() > 0, "{host}");
         }
+    }
+
+    // Bursts that fill the queues: each class's burst is an incast to one host, whose
+    // leaf must mark or WRED-drop in the class's queue, and no other queue may.
+    let run = verify_with(lab, "all", &["--congest"]);
+    assert_eq!(run.code, Some(0), "{}", run.said);
+    let filled: Vec<&Value> = run
+        .devices
+        .iter()
+        .flat_map(|d| d["probes"].as_array().unwrap())
+        .filter(|landing| landing["fills"] == true)
+        .collect();
+    assert_eq!(filled.len(), 6, "one leaf per class: {}", run.said);
+    for landing in filled {
+        let hits =
+            landing["marked"].as_u64().unwrap_or(0) + landing["wred_dropped"].as_u64().unwrap_or(0);
+        assert!(hits > 0, "{landing}");
     }
 
     // 1. A switch's WRED/ECN profile unbound from a queue.
@@ -183,7 +292,44 @@ pub fn lab_verify(lab: &Lab) {
     assert!(h1.contains("probes arrived with DSCP 40"), "{}", run.said);
     let out = lab.mltctl(&["launch", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(verify(lab, "all").code, Some(8));
+    assert_eq!(verify(lab, "all").code, Some(0));
+
+    // 5. A host's MAC map changed behind mltctl's back: one static neighbour's MAC.
+    let namespace = format!("{NAME}-h2");
+    let neighbours = Command::new("ip")
+        .args(["-j", "-n", &namespace, "neigh", "show", "nud", "permanent"])
+        .output()
+        .unwrap();
+    let neighbours: Value = serde_json::from_slice(&neighbours.stdout).unwrap();
+    let first = &neighbours[0];
+    let (ip, dev) = (
+        first["dst"].as_str().unwrap(),
+        first["dev"].as_str().unwrap(),
+    );
+    let changed = Command::new("ip")
+        .args(["-n", &namespace, "neigh", "replace", ip, "dev", dev])
+        .args([
+            "lladdr",
+            "02:00:00:00:00:99",
+            "nud",
+            "permanent",
+            "proto",
+            "77",
+        ])
+        .status()
+        .unwrap();
+    assert!(changed.success());
+    let run = verify_with(lab, "all", &["--probe", "0"]);
+    assert_eq!(run.code, Some(7), "{}", run.said);
+    let h2 = run.host("h2")["mismatches"].to_string();
+    assert!(
+        h2.contains(&format!("neighbour {ip} lladdr 02:00:00:00:00:99 ->")),
+        "{}",
+        run.said
+    );
+    let out = lab.mltctl(&["bootstrap", "--limit", "h2", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(verify_with(lab, "all", &["--probe", "0"]).code, Some(0));
 }
 
 /// Stops every host's transport, changes `host`'s class `class` to `dscp` in its

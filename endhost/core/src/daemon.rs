@@ -47,11 +47,13 @@ pub enum Request {
         loss_bound: Option<f64>,
     },
     /// Sends `per_path` class probes with `class`'s DSCP (as this transport runs it) to
-    /// every peer on every path, half ECN-capable; 0 sends none. The reply,
-    /// [`ProbeReply`], says what has arrived from peers so far, by DSCP.
+    /// every peer (or to rank `to` alone) on every path, half ECN-capable; 0 sends
+    /// none. The reply, [`ProbeReply`], says what has arrived from peers so far, by DSCP.
     Probe {
         class: u8,
         per_path: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<u16>,
     },
 }
 

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use endhost::daemon::Client;
 
-/// Send a burst of probes with a class's DSCP to every peer over every path (half
-/// ECN-capable, MTU-sized), and print what arrived from peers so far, by DSCP, with the
-/// CE marks switches set. The transport uses the DSCP it runs for the class.
+/// Send a burst of probes with a class's DSCP to every peer (or one, --to) over every
+/// path (half ECN-capable, MTU-sized), and print what arrived from peers so far, by
+/// DSCP, with the CE marks switches set. The transport uses the DSCP it runs for the
+/// class.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -22,6 +23,10 @@ pub struct Args {
     /// most 100000).
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub per_path: u32,
+    /// Only to this peer (its rank): with every other host aiming at it, an incast that
+    /// fills the queue of its leaf's port.
+    #[arg(long, value_name = "RANK")]
+    pub to: Option<u16>,
     /// Print the reply as JSON.
     #[arg(long)]
     pub json: bool,
@@ -29,7 +34,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let reply = Client::connect(&args.socket)
-        .and_then(|mut client| client.probe(args.class, args.per_path))
+        .and_then(|mut client| client.probe(args.class, args.per_path, args.to))
         .with_context(|| format!("no transport answers on {}", args.socket.display()))?;
     if let Some(error) = &reply.error {
         anyhow::bail!("{error}");

@@ -53,8 +53,12 @@ impl Client {
     }
 
     /// Sends a class probe burst (see [`Request::Probe`]).
-    pub fn probe(&mut self, class: u8, per_path: u32) -> io::Result<ProbeReply> {
-        self.request(&Request::Probe { class, per_path })?;
+    pub fn probe(&mut self, class: u8, per_path: u32, to: Option<u16>) -> io::Result<ProbeReply> {
+        self.request(&Request::Probe {
+            class,
+            per_path,
+            to,
+        })?;
         self.reply()
     }
 

@@ -319,8 +319,12 @@ async fn serve_client(c: &mut Connection, shared: &Rc<ServerState>) -> io::Resul
                 write_line(c.reader.get_mut(), &status).await?;
             }
             Request::Attach { local_rank, bytes } => attach(c, shared, local_rank, bytes).await?,
-            Request::Probe { class, per_path } => {
-                let reply = probe(shared, class, per_path).await;
+            Request::Probe {
+                class,
+                per_path,
+                to,
+            } => {
+                let reply = probe(shared, class, per_path, to).await;
                 write_line(c.reader.get_mut(), &reply).await?;
             }
             Request::Allreduce { values, layer } => {
@@ -417,7 +421,7 @@ async fn status(shared: &ServerState) -> TransportStatus {
 }
 
 /// Queues a class probe burst with the DSCP this transport runs for `class`.
-async fn probe(shared: &ServerState, class: u8, per_path: u32) -> ProbeReply {
+async fn probe(shared: &ServerState, class: u8, per_path: u32, to: Option<u16>) -> ProbeReply {
     let config = shared.transport.config();
     let Some(tag) = config.job.tagging.classes.iter().find(|t| t.class == class) else {
         return ProbeReply {
@@ -427,7 +431,7 @@ async fn probe(shared: &ServerState, class: u8, per_path: u32) -> ProbeReply {
             arrivals: Vec::new(),
         };
     };
-    match shared.transport.probe_class(tag.dscp, per_path).await {
+    match shared.transport.probe_class(tag.dscp, per_path, to).await {
         Ok((queued, arrivals)) => ProbeReply {
             error: None,
             dscp: tag.dscp,

@@ -568,8 +568,8 @@ impl Engine {
     }
 
     /// Queues a class probe burst (see [`crate::proto::class_probe`]).
-    pub fn probe_class(&mut self, dscp: u8, per_path: u32) -> u64 {
-        self.endpoint.probe_class(dscp, per_path)
+    pub fn probe_class(&mut self, dscp: u8, per_path: u32, to: Option<u16>) -> u64 {
+        self.endpoint.probe_class(dscp, per_path, to)
     }
 
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<crate::proto::Transmit> {

@@ -1,4 +1,4 @@
-//! Class probes: bursts with one class's DSCP to every peer over every path, half
+//! Class probes: bursts with one class's DSCP to every peer (or one) over every path, half
 //! ECN-capable (ECT(0)) and half not, MTU-sized so a switch queues them as it queues
 //! data. `mltctl verify` has every host send them and reads which switch queue counted
 //! them, what it marked and what it dropped; the receivers count what arrived per DSCP
@@ -12,11 +12,13 @@ use crate::wire::{Flags, HEADER_LEN, Header, Kind, Packet, job_tag};
 /// The most probes a burst may ask for per peer and path: a typo cannot flood a fabric.
 pub const MAX_PER_PATH: u32 = 100_000;
 
-/// A burst still being sent: the `next`-th of `total` probes comes next.
+/// A burst still being sent: the `next`-th of `total` probes comes next, to every
+/// peer or to `to` alone.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Burst {
     dscp: u8,
     per_path: u32,
+    to: Option<u16>,
     next: u64,
     total: u64,
 }
@@ -25,16 +27,19 @@ pub(super) struct Burst {
 const CE: u8 = 0b11;
 
 impl Endpoint {
-    /// Queues `per_path` probes with `dscp` to every peer on each of its paths
-    /// (capped at [`MAX_PER_PATH`]); returns how many will go.
-    pub fn probe_class(&mut self, dscp: u8, per_path: u32) -> u64 {
+    /// Queues `per_path` probes with `dscp` on each path of every peer, or of peer
+    /// `to` alone (an incast, when every other host aims at one), capped at
+    /// [`MAX_PER_PATH`]; returns how many will go (none to this host or an unknown
+    /// rank).
+    pub fn probe_class(&mut self, dscp: u8, per_path: u32, to: Option<u16>) -> u64 {
         let per_path = per_path.min(MAX_PER_PATH);
-        let routes: u64 = self.routes().map(|(_, paths)| paths as u64).sum();
+        let routes: u64 = self.routes(to).map(|(_, paths)| paths as u64).sum();
         let total = routes * u64::from(per_path);
         if total > 0 {
             self.class_probes.push_back(Burst {
                 dscp: dscp & 0x3f,
                 per_path,
+                to,
                 next: 0,
                 total,
             });
@@ -42,12 +47,15 @@ impl Endpoint {
         total
     }
 
-    /// Peers and their path counts, in rank order (this host left out).
-    fn routes(&self) -> impl Iterator<Item = (u16, usize)> + '_ {
+    /// Peers (all, or `to` alone) and their path counts, in rank order (this host left
+    /// out).
+    fn routes(&self, to: Option<u16>) -> impl Iterator<Item = (u16, usize)> + '_ {
         self.peers
             .iter()
             .enumerate()
-            .filter(|(rank, _)| *rank != usize::from(self.config.rank))
+            .filter(move |(rank, _)| {
+                *rank != usize::from(self.config.rank) && to.is_none_or(|t| usize::from(t) == *rank)
+            })
             .map(|(rank, peer)| (rank as u16, peer.paths))
     }
 
@@ -60,16 +68,17 @@ impl Endpoint {
         let Burst {
             dscp,
             per_path,
+            to,
             next,
             total,
         } = *burst;
         if next == total {
             self.class_probes.pop_front();
         }
-        let per_round: u64 = self.routes().map(|(_, paths)| paths as u64).sum();
+        let per_round: u64 = self.routes(to).map(|(_, paths)| paths as u64).sum();
         let (round, mut slot) = (index / per_round, index % per_round);
         let (peer, path) = self
-            .routes()
+            .routes(to)
             .find_map(|(peer, paths)| {
                 if slot < paths as u64 {
                     Some((peer, slot as usize))
@@ -158,7 +167,7 @@ mod tests {
     fn a_burst_reaches_every_peer_on_every_path_half_ect_and_is_counted_apart() {
         let mut sender = endpoint(0);
         // Rank 1 has one path, rank 2 two: three routes.
-        assert_eq!(sender.probe_class(33, 4), 12);
+        assert_eq!(sender.probe_class(33, 4, None), 12);
         let mut buf = vec![0u8; 2048];
         let mut seen = Vec::new();
         let mut receiver = endpoint(2);
@@ -203,10 +212,25 @@ mod tests {
     #[test]
     fn a_burst_is_capped_and_an_empty_one_sends_nothing() {
         let mut sender = endpoint(1);
-        assert_eq!(sender.probe_class(32, 0), 0);
+        assert_eq!(sender.probe_class(32, 0, None), 0);
         assert_eq!(
-            sender.probe_class(32, u32::MAX),
+            sender.probe_class(32, u32::MAX, None),
             4 * u64::from(super::MAX_PER_PATH)
         );
+    }
+
+    #[test]
+    fn an_incast_burst_goes_to_its_one_peer_on_each_of_its_paths() {
+        let mut sender = endpoint(0);
+        // Rank 2 has two paths; this host and a rank beyond the job get nothing.
+        assert_eq!(sender.probe_class(34, 3, Some(2)), 6);
+        assert_eq!(sender.probe_class(34, 3, Some(0)), 0);
+        assert_eq!(sender.probe_class(34, 3, Some(7)), 0);
+        let mut buf = vec![0u8; 2048];
+        let mut seen = Vec::new();
+        while let Some(tx) = sender.poll_transmit(0, &mut buf) {
+            seen.push((tx.peer, tx.path));
+        }
+        assert_eq!(seen, [(2, 0), (2, 1)].repeat(3));
     }
 }

@@ -107,12 +107,12 @@ fn verify_planned(
 ) -> Result<(), Failure> {
     let targets = super::apply::selected(plan, &args.run.limit)?;
     let every_host = Selection::parse(&args.run.limit)
-        .and_then(|s| s.select(&plan))
+        .and_then(|s| s.select(plan))
         .map_err(|e| Failure::Usage(e.to_string()))?
         .hosts
         .len()
         == plan.hosts.len();
-    let remote = Remote::new(&args.remote_dir, &plan).map_err(Failure::Usage)?;
+    let remote = Remote::new(&args.remote_dir, plan).map_err(Failure::Usage)?;
     let per_path = if args.congest {
         args.probe.max(CONGESTING_BURST)
     } else {
@@ -139,7 +139,7 @@ fn verify_planned(
             }
         );
     }
-    let verified = verify::verify(&plan, &targets, &options, &mut |said| match said {
+    let verified = verify::verify(plan, &targets, &options, &mut |said| match said {
         Said::Step(step) if progress => eprintln!("{step}"),
         Said::Step(_) => {}
         Said::Switch(check) if args.run.json => {

@@ -60,7 +60,9 @@ pub struct Args {
     pub probe: u32,
     /// Bursts that fill the queues: class i's is an incast from every other host to
     /// host i (mod the hosts), at least 5000 probes per path; that host's leaf must mark
-    /// or WRED-drop in the class's queue, and no switch in another planned queue.
+    /// or WRED-drop in the class's queue, and no switch in another planned queue. Senders
+    /// whose links together do not outrun the target's (two hosts) cannot fill it: that
+    /// leaf is unverifiable for the class.
     #[arg(long)]
     pub congest: bool,
     /// Directory on every host with the launched transport's files (`mltctl launch`).

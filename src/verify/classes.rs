@@ -20,6 +20,10 @@ pub struct ClassLanding {
     /// Sent or dropped by the queue: at least what reached it.
     pub reached: Count,
     pub marked: Count,
+    /// Where the OS counts ECN marks per port only (Onyx): what the queue's ports
+    /// marked during the window, which only this class's burst was crossing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port_marked: Option<Count>,
     pub wred_dropped: Count,
     /// The class's burst was an incast to a host on this leaf: its queue must fill.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -79,17 +83,49 @@ impl ClassLanding {
                 )
             })
             .collect();
+        let marked = total(grown, class.queue, |c| c.marked.clone());
+        let port_marked = matches!(marked, Count::Unexposed { .. }).then(|| {
+            let mut ports: Vec<&str> = grown
+                .queues
+                .iter()
+                .filter(|q| q.queue == class.queue)
+                .map(|q| q.port.as_str())
+                .collect();
+            ports.sort_unstable();
+            ports.dedup();
+            ports.iter().fold(Count::Known(0), |sum_so_far, port| {
+                let marks = grown
+                    .port_marks
+                    .get(*port)
+                    .cloned()
+                    .unwrap_or_else(|| Count::unexposed("no port ECN marks printed"));
+                sum(sum_so_far, marks)
+            })
+        });
         ClassLanding {
             class: class.class,
             dscp: class.dscp,
             queue: class.queue,
             packets: total(grown, class.queue, |c| c.packets.clone()),
             reached: total(grown, class.queue, reached),
-            marked: total(grown, class.queue, |c| c.marked.clone()),
+            marked,
+            port_marked,
             wred_dropped: total(grown, class.queue, |c| c.wred_dropped.clone()),
             fills,
             others,
         }
+    }
+}
+
+impl ClassLanding {
+    /// What the queue marked or WRED-dropped during the window: its own marks, or its
+    /// ports' where the OS counts marks per port only.
+    fn hits(&self) -> Count {
+        let marks = match (&self.marked, &self.port_marked) {
+            (Count::Unexposed { .. }, Some(port)) => port.clone(),
+            (queue, _) => queue.clone(),
+        };
+        sum(marks, self.wred_dropped.clone())
     }
 }
 
@@ -147,7 +183,7 @@ pub fn judge(
         }
         if congest {
             if landing.fills
-                && let Count::Known(0) = sum(landing.marked.clone(), landing.wred_dropped.clone())
+                && let Count::Known(0) = landing.hits()
             {
                 check.mismatches.push(format!(
                     "{name}: planned queue {} neither marked nor WRED-dropped under an incast \
@@ -263,5 +299,30 @@ mod tests {
             leaking[0].contains("queue 0, not the class's queue 6, marked or dropped 4"),
             "{leaking:?}"
         );
+    }
+
+    #[test]
+    fn where_marks_are_counted_per_port_the_ports_marks_judge_a_filled_queue() {
+        let per_port = |port_marks: u64| {
+            let mut reading = grown((0, 0, 0), (5000, 0, 0));
+            for q in &mut reading.queues {
+                q.marked = Count::unexposed("Onyx counts ECN marks per port only");
+            }
+            for port in ["swp1", "swp2"] {
+                reading
+                    .port_marks
+                    .insert(port.into(), Count::Known(port_marks));
+            }
+            reading
+        };
+        let lines = judged(&per_port(0), true, 5000, true);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("neither marked nor WRED-dropped"),
+            "{lines:?}"
+        );
+        assert!(judged(&per_port(7), true, 5000, true).is_empty());
+        let landing = ClassLanding::of(&class(), &per_port(7), true);
+        assert_eq!(landing.port_marked, Some(Count::Known(14)));
     }
 }

@@ -19,6 +19,7 @@ pub mod judge;
 
 use std::time::{Duration, Instant};
 
+use endhost_core::config::ClassTag;
 use endhost_core::daemon::{ProbeReply, TransportStatus};
 use endhost_core::host::Report;
 use mlt_common::outcome::Status;
@@ -153,6 +154,10 @@ pub fn verify(
     // With --congest every other host aims class i's burst at host i mod n: an incast
     // that fills the queue of that host's port on its leaf.
     let target = |i: usize| options.congest.then(|| i % plan.hosts.len());
+    // Leaves an incast could not fill, with why: their classes are not judged under
+    // --congest and say so.
+    let mut unfillable: Vec<(&str, String)> = Vec::new();
+    let rates: Vec<u64> = plan.hosts.iter().map(|h| h.nic.line_rate_mbps).collect();
     if let Some((remote, first_class)) = probe_with {
         // What arrived before the first burst.
         replies.push(arrived(plan, &ranks, options, remote, first_class));
@@ -182,7 +187,13 @@ pub fn verify(
             ));
             std::thread::sleep(options.window);
             let now = read_all(&switches, &readings, options);
-            let filled_leaf = to.map(|t| plan.racks[plan.hosts[t].rack].leaf.as_str());
+            let target_leaf = to.map(|t| plan.racks[plan.hosts[t].rack].leaf.as_str());
+            let filled_leaf = target_leaf.filter(|_| to.is_some_and(|t| incast_fills(&rates, t)));
+            if let (Some(t), Some(leaf)) = (to, target_leaf)
+                && filled_leaf.is_none()
+            {
+                unfillable.push((leaf, unfillable_line(plan, class, t)));
+            }
             for (i, (then, now)) in readings.iter().zip(&now).enumerate() {
                 if let (Ok(then), Ok(now)) = (then, now) {
                     let fills = filled_leaf == Some(switches[i].intent.name.as_str());
@@ -220,6 +231,17 @@ pub fn verify(
                 options.congest,
             );
         }
+        if check.verdict == Verdict::Ok || check.verdict == Verdict::Unverifiable {
+            let lines = unfillable
+                .iter()
+                .filter(|(leaf, _)| *leaf == switch.intent.name);
+            check
+                .unverifiable
+                .extend(lines.map(|(_, line)| line.clone()));
+            if !check.unverifiable.is_empty() {
+                check.verdict = Verdict::Unverifiable;
+            }
+        }
         check.endpoint = format!("{}:{}", switch.mgmt.address, switch.mgmt.port);
         check.seconds = started.elapsed().as_secs_f64();
         say(Said::Switch(&check));
@@ -246,6 +268,29 @@ pub fn verify(
         switches: checks,
         hosts: host_checks,
     }
+}
+
+/// Whether every other host sending at its line rate (`rates`, Mbit/s by rank) to
+/// host `to` outruns `to`'s own port: only then can an incast fill the queue of that
+/// port on its leaf.
+fn incast_fills(rates: &[u64], to: usize) -> bool {
+    let senders: u64 = (rates.iter().enumerate())
+        .filter(|(rank, _)| *rank != to)
+        .map(|(_, rate)| rate)
+        .sum();
+    senders > rates[to]
+}
+
+/// Why class `class`'s incast to host `to` cannot be judged under --congest.
+fn unfillable_line(plan: &Plan, class: &ClassTag, to: usize) -> String {
+    let host = &plan.hosts[to];
+    let senders = plan.hosts.len() - 1;
+    format!(
+        "--congest, class {} (DSCP {}, queue {}): an incast from {senders} host(s) cannot \
+         fill {}'s {} Mbit/s port (marks and drops need senders whose links together \
+         outrun it)",
+        class.class, class.dscp, class.queue, host.name, host.nic.line_rate_mbps
+    )
 }
 
 /// The probes each host should receive from one class's burst: every peer sends
@@ -331,4 +376,20 @@ fn read_counters(switch: &SwitchPlan, ssh: &SshOptions) -> Result<Reading, Unrea
             clean(&format!("cannot read queue counters: {e}")),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::incast_fills;
+
+    #[test]
+    fn an_incast_fills_a_port_only_when_its_senders_outrun_it() {
+        assert!(
+            !incast_fills(&[1000, 1000], 1),
+            "one sender at the port's rate"
+        );
+        assert!(incast_fills(&[1000, 1000, 1000], 0));
+        assert!(!incast_fills(&[400, 400, 1000], 2), "slower senders");
+        assert!(incast_fills(&[10_000, 1000], 1), "a faster sender");
+    }
 }

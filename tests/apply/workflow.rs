@@ -449,6 +449,7 @@ pub fn play() {
             ("apply".to_string(), false),
             ("bootstrap".to_string(), true),
             ("launch".to_string(), true),
+            ("verify".to_string(), true),
         ]
     );
     assert!(events(&out).iter().any(|e| e["event"] == "device"));

@@ -39,8 +39,7 @@ pub struct Offered {
     pub senders: u32,
 }
 
-/// Bytes a frame takes on the wire beyond itself: preamble, start, FCS, gap.
-pub const WIRE_OVERHEAD: usize = 24;
+pub use crate::queueing::WIRE_OVERHEAD;
 
 /// Per (DSCP, ECN-capable): frames offered and frames the port dropped.
 pub type Losses = BTreeMap<(u8, bool), (u64, u64)>;
@@ -78,7 +77,7 @@ pub fn simulate_in_windows(
     let mut port = Port::new(qos, offered.rate_bps, buffer_bytes, seed);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let frame_ns =
-        ((offered.frame_bytes + WIRE_OVERHEAD) * 8) as f64 * 1e9 / offered.rate_bps as f64;
+        ((offered.frame_bytes as u64 + WIRE_OVERHEAD) * 8) as f64 * 1e9 / offered.rate_bps as f64;
     let per_burst = f64::from(offered.batch.max(1) * offered.senders.max(1));
     let bursts_per_ns = offered.load / frame_ns / per_burst;
     let total: f64 = offered.classes.iter().map(|(_, share)| share).sum();

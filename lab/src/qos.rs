@@ -40,7 +40,7 @@ impl PortQos {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueQos {
     /// Served before every lower-numbered strict queue, and before any non-strict one.
     pub strict: bool,

@@ -2,7 +2,9 @@
 //! as the running configuration maps it, RED/ECN decides at enqueue (mark CE, drop the
 //! packet that is not ECN-capable, drop any, or the queue is full), and frames leave by
 //! strict priority (the highest strict queue first, then the others in turn) at the
-//! port's rate. The forwarder around it owns the sockets and the clock.
+//! port's rate. The forwarder around it owns the sockets and the clock; what it queues
+//! is anything [`Queued`]: whole frames here and in the exact-time simulation, the
+//! segments of a GSO super-frame in the forwarder.
 
 use std::collections::VecDeque;
 
@@ -18,7 +20,7 @@ const QUEUES: usize = 8;
 const ETHERNET_HEADER: usize = 14;
 /// Bytes a frame occupies on the wire beyond its own: preamble, start and gap (the
 /// FCS is not in the frame the kernel hands over either).
-const WIRE_OVERHEAD: u64 = 24;
+pub const WIRE_OVERHEAD: u64 = 24;
 /// How far the wire's clock may lag the forwarder's (a late wake-up) before the lost
 /// time counts as idle.
 const CATCH_UP_NS: u64 = 1_000_000;
@@ -62,13 +64,43 @@ pub struct QueueCounters {
     pub ect_dropped: u64,
 }
 
-pub struct Port {
+/// What a port queues: a frame as it will cross the wire.
+pub trait Queued {
+    /// Its bytes (without preamble, FCS and gap).
+    fn bytes(&self) -> u64;
+    /// Its IPv4 TOS; None: not IPv4 (queue 0, no RED).
+    fn tos(&self) -> Option<u8>;
+    /// Sets its ECN field to CE.
+    fn set_ce(&mut self);
+}
+
+impl Queued for Vec<u8> {
+    fn bytes(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn tos(&self) -> Option<u8> {
+        let is_ipv4 = self.get(12..14) == Some(&[0x08, 0x00][..]);
+        let ip = Ipv4Packet::new_checked(self.get(ETHERNET_HEADER..)?).ok()?;
+        is_ipv4.then(|| ip.tos())
+    }
+
+    fn set_ce(&mut self) {
+        if let Some(Ok(mut ip)) = self.get_mut(ETHERNET_HEADER..).map(Ipv4Packet::new_checked) {
+            ip.set_ecn(CE);
+        }
+    }
+}
+
+pub struct Port<F = Vec<u8>> {
     qos: PortQos,
+    /// Each queue's settings, from `qos` (looked up for every frame).
+    settings: [QueueQos; QUEUES],
     /// Bits per second.
     rate: u64,
     /// Bytes every queue together may hold (the port's share of the buffer).
     buffer_bytes: u64,
-    queues: [VecDeque<Vec<u8>>; QUEUES],
+    queues: [VecDeque<F>; QUEUES],
     depth: [u64; QUEUES],
     counters: [QueueCounters; QUEUES],
     /// When the wire is free again, in nanoseconds of the forwarder's clock.
@@ -78,9 +110,10 @@ pub struct Port {
     rng: ChaCha8Rng,
 }
 
-impl Port {
-    pub fn new(qos: PortQos, rate: u64, buffer_bytes: u64, seed: u64) -> Port {
+impl<F: Queued> Port<F> {
+    pub fn new(qos: PortQos, rate: u64, buffer_bytes: u64, seed: u64) -> Port<F> {
         Port {
+            settings: settings_of(&qos),
             qos,
             rate: rate.max(1),
             buffer_bytes,
@@ -95,6 +128,7 @@ impl Port {
 
     /// The configuration changed: queued frames stay, new ones follow the new rules.
     pub fn set_qos(&mut self, qos: PortQos) {
+        self.settings = settings_of(&qos);
         self.qos = qos;
     }
 
@@ -102,13 +136,13 @@ impl Port {
         &self.counters
     }
 
-    /// Offers an Ethernet frame carrying IPv4 to the port at `now` (nanoseconds).
-    pub fn enqueue(&mut self, frame: Vec<u8>, now: u64) -> Verdict {
+    /// Offers a frame to the port at `now` (nanoseconds).
+    pub fn enqueue(&mut self, frame: F, now: u64) -> Verdict {
         if self.depth.iter().all(|d| *d == 0) {
             // An idle wire banks no time: the frame cannot leave before it came.
             self.wire_free_at = self.wire_free_at.max(now);
         }
-        let Some((dscp, ecn)) = ip_tos(&frame).map(|tos| (tos >> 2, tos & 0b11)) else {
+        let Some((dscp, ecn)) = frame.tos().map(|tos| (tos >> 2, tos & 0b11)) else {
             return self.admit(0, frame, false);
         };
         let queue = self
@@ -120,18 +154,18 @@ impl Port {
         let q = usize::from(queue) % QUEUES;
         let ect = ecn != NOT_ECT;
         self.counters[q].ect_offered += u64::from(ect);
-        let verdict = self.enqueue_ip(frame, q, queue, ecn);
+        let verdict = self.enqueue_ip(frame, q, ecn);
         if ect && matches!(verdict, Verdict::Dropped(..)) {
             self.counters[q].ect_dropped += 1;
         }
         verdict
     }
 
-    /// Offers a frame of queue `q` (`queue` in the settings) with ECN field `ecn`.
-    fn enqueue_ip(&mut self, mut frame: Vec<u8>, q: usize, queue: u8, ecn: u8) -> Verdict {
-        let settings = self.qos.queues.get(&queue).cloned().unwrap_or_default();
+    /// Offers a frame of queue `q` with ECN field `ecn`.
+    fn enqueue_ip(&mut self, mut frame: F, q: usize, ecn: u8) -> Verdict {
+        let settings = self.settings[q];
         let depth = self.depth[q];
-        let len = frame.len() as u64;
+        let len = frame.bytes();
         if settings
             .limit_bytes
             .is_some_and(|limit| depth + len > limit)
@@ -147,11 +181,8 @@ impl Port {
             if self.hit(settings.drop_not_ect, depth) {
                 return self.drop(q, DropReason::NotEct);
             }
-        } else if ecn != CE
-            && self.hit(settings.mark, depth)
-            && let Some(mut ip) = ipv4_mut(&mut frame)
-        {
-            ip.set_ecn(CE);
+        } else if ecn != CE && self.hit(settings.mark, depth) {
+            frame.set_ce();
             marked = true;
         }
         self.admit(q, frame, marked)
@@ -159,17 +190,16 @@ impl Port {
 
     /// The next frame to send at `now` (nanoseconds), if the wire is free and a queue
     /// holds one.
-    pub fn dequeue(&mut self, now: u64) -> Option<Vec<u8>> {
+    pub fn dequeue(&mut self, now: u64) -> Option<F> {
         if now < self.wire_free_at {
             return None;
         }
         let q = self.pick()?;
         let frame = self.queues[q].pop_front()?;
-        self.depth[q] -= frame.len() as u64;
-        let bits = (frame.len() as u64 + WIRE_OVERHEAD) * 8;
+        self.depth[q] -= frame.bytes();
         // A late wake-up (up to CATCH_UP) does not cost the wire that time.
         let start = self.wire_free_at.max(now.saturating_sub(CATCH_UP_NS));
-        self.wire_free_at = start + bits.saturating_mul(1_000_000_000) / self.rate;
+        self.wire_free_at = start + wire_ns(frame.bytes(), self.rate);
         Some(frame)
     }
 
@@ -182,7 +212,7 @@ impl Port {
     }
 
     fn pick(&mut self) -> Option<usize> {
-        let strict = |q: usize| self.queue_settings(q).strict;
+        let strict = |q: usize| self.settings[q].strict;
         if let Some(q) = (0..QUEUES)
             .rev()
             .find(|&q| strict(q) && !self.queues[q].is_empty())
@@ -194,10 +224,6 @@ impl Port {
             .find(|&q| !strict(q) && !self.queues[q].is_empty())?;
         self.turn = (q + 1) % QUEUES;
         Some(q)
-    }
-
-    fn queue_settings(&self, q: usize) -> QueueQos {
-        self.qos.queues.get(&(q as u8)).cloned().unwrap_or_default()
     }
 
     /// Whether RED along `curve` hits a packet arriving at a queue of `depth` bytes.
@@ -216,8 +242,8 @@ impl Port {
         self.rng.random::<f64>() < p
     }
 
-    fn admit(&mut self, q: usize, frame: Vec<u8>, marked: bool) -> Verdict {
-        let len = frame.len() as u64;
+    fn admit(&mut self, q: usize, frame: F, marked: bool) -> Verdict {
+        let len = frame.bytes();
         self.depth[q] += len;
         let counters = &mut self.counters[q];
         counters.packets += 1;
@@ -243,14 +269,13 @@ impl Port {
     }
 }
 
-fn ip_tos(frame: &[u8]) -> Option<u8> {
-    let is_ipv4 = frame.get(12..14) == Some(&[0x08, 0x00][..]);
-    let ip = Ipv4Packet::new_checked(frame.get(ETHERNET_HEADER..)?).ok()?;
-    is_ipv4.then(|| ip.tos())
+fn settings_of(qos: &PortQos) -> [QueueQos; QUEUES] {
+    std::array::from_fn(|q| qos.queues.get(&(q as u8)).copied().unwrap_or_default())
 }
 
-fn ipv4_mut(frame: &mut [u8]) -> Option<Ipv4Packet<&mut [u8]>> {
-    Ipv4Packet::new_checked(frame.get_mut(ETHERNET_HEADER..)?).ok()
+/// Nanoseconds a frame of `bytes` takes on a wire of `rate` bits per second.
+pub fn wire_ns(bytes: u64, rate: u64) -> u64 {
+    ((bytes + WIRE_OVERHEAD) * 8).saturating_mul(1_000_000_000) / rate.max(1)
 }
 
 #[cfg(test)]
@@ -285,7 +310,7 @@ mod tests {
 
     /// DSCP 46 → queue 7, 10 → queue 1, the rest queue 0; queue 1 marks ECT and drops
     /// Not-ECT from 3000 bytes and drops all from 6000 bytes; 1, 7 strict.
-    fn port(rate: u64) -> Port {
+    fn port(rate: u64) -> Port<Vec<u8>> {
         let mut map = [0u8; 64];
         map[46] = 7;
         map[10] = 1;

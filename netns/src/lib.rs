@@ -9,9 +9,11 @@
 //! lab keeps its own until `lab down`).
 
 pub mod capture;
+pub mod nic;
 pub mod sshd;
 
 use std::io;
+use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 
 use mlt_common::units::{Duration, Rate};
@@ -184,6 +186,29 @@ impl Namespace {
             ],
         )
         .map(drop)
+    }
+
+    /// Drops the IPv4 frames that come in on `devices` for any address but `own` before
+    /// this namespace's bridges or IP stack see them (nftables, netdev family, ingress
+    /// hook); raw sockets on the devices still see every frame (their taps come first),
+    /// and ARP and the rest pass. A program with such taps forwards them instead.
+    pub fn hand_ipv4_to_taps(&self, devices: &[&str], own: &[Ipv4Addr]) -> Result<(), NetnsError> {
+        let own: Vec<String> = own.iter().map(Ipv4Addr::to_string).collect();
+        let own = format!("{{ {} }}", own.join(", "));
+        self.exec("nft", &["add", "table", "netdev", "taps"])?;
+        for dev in devices {
+            let chain =
+                format!("{{ type filter hook ingress device {dev} priority 0; policy accept; }}");
+            self.exec("nft", &["add", "chain", "netdev", "taps", dev, &chain])?;
+            self.exec(
+                "nft",
+                &[
+                    "add", "rule", "netdev", "taps", dev, "ether", "type", "ip", "ip", "daddr",
+                    "!=", &own, "drop",
+                ],
+            )?;
+        }
+        Ok(())
     }
 
     /// Drops `percent` of the UDP datagrams `dev` sends and receives, at random

@@ -120,15 +120,11 @@ pub fn interface_name(port: &str) -> String {
     name
 }
 
-/// A cable between switch ports (or a host's NIC), both ends sending whole frames:
-/// the forwarder's raw sockets would otherwise see half-checksummed packets and 64 KB
-/// segments that no wire carries.
+/// A cable between switch ports (or a switch port and a host's NIC). Its ends keep
+/// the kernel's offloads: a GSO super-frame crosses it whole, and the forwarder queues
+/// it segment by segment.
 fn switch_cable(a: (&Namespace, &str), b: (&Namespace, &str)) -> Result<(), LabError> {
-    cable((Some(a.0), a.1), (Some(b.0), b.1), SWITCH_MTU)?;
-    for (ns, name) in [a, b] {
-        ns.offloads_off(name, &["tx", "tso", "gso"])?;
-    }
-    Ok(())
+    cable((Some(a.0), a.1), (Some(b.0), b.1), SWITCH_MTU).map_err(Into::into)
 }
 
 fn cable_fabric(topology: &Topology, layout: &Layout) -> Result<(), LabError> {
@@ -157,16 +153,40 @@ fn cable_fabric(topology: &Topology, layout: &Layout) -> Result<(), LabError> {
         host_ns.ip(&[
             "link", "set", &spec.nic, "mtu", "1500", "address", &spec.mac,
         ])?;
+        // The NIC merges what it receives (GRO), as a server's NIC does by default;
+        // the forwarder hands it frames to match (`forwarder::switch`).
+        host_ns.exec("ethtool", &["-K", &spec.nic, "gro", "on"])?;
         ns(leaf).enslave(&name, "rack0")?;
         wired.push((leaf, leaf_port));
     }
-    for (switch, index) in wired {
+    for &(switch, index) in &wired {
         let port = port(switch, index);
         let name = interface_name(&port.name);
         ns(switch).ip(&["link", "set", &name, "alias", &port.name])?;
         if let Some(ip) = port.ip {
             ns(switch).address(&name, &ip.to_string())?;
         }
+    }
+    // The forwarder routes (and, between a rack's hosts, switches) every IPv4 frame
+    // not for the switch itself: the kernel's bridge and IP stack never see them.
+    for (s, _) in topology.switches.iter().enumerate() {
+        let ports: Vec<String> = (wired.iter())
+            .filter(|(switch, _)| *switch == s)
+            .map(|&(_, index)| interface_name(&port(s, index).name))
+            .collect();
+        let own: Vec<std::net::Ipv4Addr> = (wired.iter())
+            .filter(|(switch, _)| *switch == s)
+            .filter_map(|&(_, index)| port(s, index).ip.map(|ip| ip.addr()))
+            .chain(
+                topology
+                    .racks
+                    .iter()
+                    .filter(|r| r.leaf == s)
+                    .map(|r| r.gateway.addr()),
+            )
+            .collect();
+        let ports: Vec<&str> = ports.iter().map(String::as_str).collect();
+        ns(s).hand_ipv4_to_taps(&ports, &own)?;
     }
     Ok(())
 }

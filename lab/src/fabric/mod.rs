@@ -133,6 +133,17 @@ pub struct Member {
     /// The switch's vendor; none for a host.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vendor: Option<String>,
+    /// (hosts) Its NIC and the leaf port at the cable's other end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cable: Option<HostCable>,
+}
+
+/// A host's cable: its NIC, and the leaf and the leaf's interface it ends on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostCable {
+    pub nic: String,
+    pub leaf: String,
+    pub port: String,
 }
 
 impl Layout {
@@ -253,6 +264,16 @@ fn plan_layout(spec: &Spec, topology: &Topology) -> Layout {
         namespace: format!("{}-{name}", spec.name),
         mgmt: mgmt.to_string(),
         vendor,
+        cable: None,
+    };
+    let cable = |host: usize| {
+        let &(_, leaf, port) = topology.downlinks.iter().find(|d| d.0 == host)?;
+        let leaf = &topology.switches[leaf];
+        Some(HostCable {
+            nic: topology.hosts[host].nic.clone(),
+            leaf: leaf.name.clone(),
+            port: build::interface_name(&leaf.ports[port].name),
+        })
     };
     Layout {
         name: spec.name.clone(),
@@ -264,10 +285,11 @@ fn plan_layout(spec: &Spec, topology: &Topology) -> Layout {
             .iter()
             .map(|s| member(&s.name, s.mgmt, Some(s.vendor.to_string())))
             .collect(),
-        hosts: topology
-            .hosts
-            .iter()
-            .map(|h| member(&h.name, h.mgmt, None))
+        hosts: (topology.hosts.iter().enumerate())
+            .map(|(i, h)| Member {
+                cable: cable(i),
+                ..member(&h.name, h.mgmt, None)
+            })
             .collect(),
     }
 }

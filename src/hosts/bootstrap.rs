@@ -221,6 +221,24 @@ pub fn check_network(
     report
 }
 
+/// Makes the host's network match host `rank`'s plan for `datapath` again (the plan file
+/// bootstrap uploaded to `remote` is uploaded anew): what the agent changed, if anything.
+pub fn reapply_network(
+    session: &mut SshSession,
+    plan: &Plan,
+    rank: usize,
+    remote: &Remote,
+    datapath: DatapathKind,
+) -> Result<Report, String> {
+    let agent = Agent {
+        endhost: &remote.binary(),
+        workdir: remote,
+        datapath,
+        check: false,
+    };
+    agent.configure(session, plan, rank)
+}
+
 /// One host's result as text; with `diff`, every change the agent made (or would make).
 pub fn render(result: &HostResult, check: bool, diff: bool) -> String {
     let mut detail = Vec::new();

@@ -202,6 +202,12 @@ pub fn wait_host(
             }
         }
     });
+    let outcome = outcome.and_then(|status| {
+        if over_the_kernel(plan, options.datapath) {
+            restore_network(plan, rank, options)?;
+        }
+        Ok(status)
+    });
     let status = match outcome {
         Ok(status) => {
             out.status = Status::Changed;
@@ -215,6 +221,32 @@ pub fn wait_host(
     };
     out.seconds = seconds_since(started);
     (out, status)
+}
+
+/// Whether the transport runs DPDK over the NIC's kernel interface (a virtual device:
+/// af_packet, af_xdp).
+fn over_the_kernel(plan: &Plan, datapath: DatapathKind) -> bool {
+    datapath == DatapathKind::Dpdk && plan.job.datapath.driver.kernel_driver().is_none()
+}
+
+/// DPDK's port start sets the interface's MAC (af_packet: to the one it has), and the
+/// kernel flushes an interface's neighbours, the plan's MAC map among them, on any MAC
+/// change: the agent puts them back once the transport runs.
+fn restore_network(plan: &Plan, rank: usize, options: &Options) -> Result<(), String> {
+    let mut session = open(plan, rank, &options.ssh)?;
+    let report = super::bootstrap::reapply_network(
+        &mut session,
+        plan,
+        rank,
+        &options.remote,
+        options.datapath,
+    )?;
+    match report.error {
+        None => Ok(()),
+        Some(error) => Err(format!(
+            "restoring the network plan after DPDK started: {error}"
+        )),
+    }
 }
 
 /// Starts the transport on `hosts` (every host of the job), waits for each, and returns

@@ -268,6 +268,11 @@ pub fn network_plan(plan: &Plan, rank: usize, datapath: DatapathKind) -> HostNet
         af_xdp_queues: (datapath == DatapathKind::Dpdk
             && plan.job.datapath.driver == DpdkDriver::AfXdp)
             .then_some(plan.job.datapath.rx_queues),
+        no_gro: datapath == DatapathKind::Dpdk
+            && matches!(
+                plan.job.datapath.driver,
+                DpdkDriver::AfXdp | DpdkDriver::AfPacket
+            ),
     }
 }
 

@@ -5,13 +5,11 @@
 //! (`ethtool -l` / `ethtool -L NIC combined N`).
 
 use std::io;
-use std::os::fd::AsRawFd;
 
 use endhost_core::host::{Step, StepStatus};
 
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_SCHANNELS: u32 = 0x3d;
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
 
 /// `struct ethtool_channels` (linux/ethtool.h).
 #[repr(C)]
@@ -36,33 +34,8 @@ pub struct Channels {
 }
 
 fn ethtool(nic: &str, channels: &mut EthtoolChannels) -> io::Result<()> {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
-    // Any socket carries the ioctl; it binds nothing.
-    let socket = socket(
-        AddressFamily::Inet,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .map_err(io::Error::from)?;
-    // SAFETY: ifreq is plain data.
-    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
-    if nic.len() >= request.ifr_name.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "NIC name too long",
-        ));
-    }
-    for (dst, src) in request.ifr_name.iter_mut().zip(nic.bytes()) {
-        *dst = src as libc::c_char;
-    }
-    request.ifr_ifru.ifru_data = (channels as *mut EthtoolChannels).cast();
-    // SAFETY: a valid socket, ifreq and the ethtool structure it points at.
-    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCETHTOOL, &mut request) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // SAFETY: EthtoolChannels is the structure the channel commands take.
+    unsafe { super::ethtool::ethtool(nic, channels) }
 }
 
 /// The NIC's channels; a NIC that reports none (a veth, many virtual NICs) has one

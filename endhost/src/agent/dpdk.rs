@@ -236,6 +236,7 @@ mod tests {
             routes: vec![],
             dpdk: Some(prep()),
             af_xdp_queues: None,
+            no_gro: false,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()

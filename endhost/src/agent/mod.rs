@@ -8,6 +8,8 @@
 
 pub mod channels;
 pub mod dpdk;
+mod ethtool;
+pub mod gro;
 pub mod netlink;
 
 use std::path::{Path, PathBuf};
@@ -90,6 +92,9 @@ pub async fn configure(plan: &HostNetworkPlan, check: bool, sysfs: &Sysfs) -> Re
     }
     if let Some(queues) = plan.af_xdp_queues {
         report.dpdk.push(channels::step(&plan.nic, queues, check));
+    }
+    if plan.no_gro {
+        report.dpdk.push(gro::step(&plan.nic, check));
     }
     if let Some(prep) = &plan.dpdk {
         report.dpdk.extend(sysfs.prepare(prep, check));

@@ -27,15 +27,48 @@ pub struct Args {
     /// fills the queue of its leaf's port.
     #[arg(long, value_name = "RANK")]
     pub to: Option<u16>,
+    /// Send at this time (Unix seconds, as `date +%s.%N` prints; at most a minute
+    /// ahead), not at once: hosts aiming at one start together, so their bursts meet
+    /// at its port (their clocks must agree, as NTP keeps them).
+    #[arg(long, value_name = "SECONDS", value_parser = start_time)]
+    pub at: Option<f64>,
     /// Print the reply as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// The most `--at` may lie ahead.
+const AT_MOST_AHEAD: f64 = 60.0;
+
+fn start_time(text: &str) -> Result<f64, String> {
+    let at: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a time in Unix seconds"))?;
+    let ahead = at - unix_now();
+    if !at.is_finite() || ahead > AT_MOST_AHEAD {
+        return Err(format!(
+            "{text} is {ahead:.0} s ahead of this host's clock (at most {AT_MOST_AHEAD} s)"
+        ));
+    }
+    Ok(at)
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let reply = Client::connect(&args.socket)
-        .and_then(|mut client| client.probe(args.class, args.per_path, args.to))
+    let mut client = Client::connect(&args.socket)
         .with_context(|| format!("no transport answers on {}", args.socket.display()))?;
+    if let Some(at) = args.at {
+        let wait = (at - unix_now()).clamp(0.0, AT_MOST_AHEAD);
+        std::thread::sleep(std::time::Duration::from_secs_f64(wait));
+    }
+    let reply = client
+        .probe(args.class, args.per_path, args.to)
+        .with_context(|| format!("the transport on {} did not answer", args.socket.display()))?;
     if let Some(error) = &reply.error {
         anyhow::bail!("{error}");
     }

@@ -34,6 +34,11 @@ pub struct HostNetworkPlan {
     /// AF_XDP socket each; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub af_xdp_queues: Option<u16>,
+    /// For DPDK over the kernel interface (af_packet, af_xdp): the NIC must not merge
+    /// what it receives (GRO), since the device reads frames as the NIC took them and a
+    /// merged one is larger than its buffers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_gro: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

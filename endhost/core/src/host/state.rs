@@ -299,6 +299,7 @@ mod tests {
             }],
             dpdk: None,
             af_xdp_queues: None,
+            no_gro: false,
         }
     }
 

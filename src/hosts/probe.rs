@@ -75,12 +75,14 @@ impl<'a> TransportAsker<'a> {
     }
 
     /// Sends `per_path` probes of `class` to every peer (or to rank `to`) on every
-    /// path (0: none) and returns the reply with what has arrived so far.
+    /// path (0: none), at time `at` (Unix seconds) or at once, and returns the reply
+    /// with what has arrived so far.
     pub fn probe(
         &mut self,
         class: u8,
         per_path: u32,
         to: Option<u32>,
+        at: Option<f64>,
     ) -> Result<ProbeReply, Unasked> {
         let mut command = self
             .endhost()
@@ -90,6 +92,9 @@ impl<'a> TransportAsker<'a> {
             .arg(per_path.to_string());
         if let Some(rank) = to {
             command = command.code("--to").arg(rank.to_string());
+        }
+        if let Some(at) = at {
+            command = command.code("--at").arg(format!("{at:.3}"));
         }
         self.ask(command)
     }

@@ -172,6 +172,9 @@ pub fn verify(
                 options.per_path,
                 to.map_or("peer".to_string(), |t| plan.hosts[t].name.clone()),
             )));
+            // An incast's bursts start together, a moment after every host is asked,
+            // so that they meet at the target's port.
+            let at = to.map(|_| unix_now() + INCAST_LEAD.as_secs_f64());
             replies.push(parallel::run(
                 &ranks,
                 options.forks,
@@ -181,6 +184,7 @@ pub fn verify(
                         class.class,
                         options.per_path,
                         to.map(|t| t as u32),
+                        at,
                     )
                 },
                 &mut |_| {},
@@ -270,6 +274,16 @@ pub fn verify(
     }
 }
 
+/// How long after verify asks the hosts an incast's bursts start: every host's SSH
+/// session is up by then.
+const INCAST_LEAD: Duration = Duration::from_secs(2);
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Whether every other host sending at its line rate (`rates`, Mbit/s by rank) to
 /// host `to` outruns `to`'s own port: only then can an incast fill the queue of that
 /// port on its leaf.
@@ -323,7 +337,7 @@ fn arrived(
     parallel::run(
         ranks,
         options.forks,
-        |&rank| TransportAsker::open(plan, rank, options.ssh, remote)?.probe(class, 0, None),
+        |&rank| TransportAsker::open(plan, rank, options.ssh, remote)?.probe(class, 0, None, None),
         &mut |_| {},
     )
 }

@@ -178,7 +178,7 @@ pub fn lab_verify(lab: &Lab) {
         .map(|s| s[1].as_f64().unwrap())
         .sum();
     assert!(sent > 0.0, "{counted}");
-    assert_eq!((run.devices.len(), run.hosts.len()), (4, 2), "{}", run.said);
+    assert_eq!((run.devices.len(), run.hosts.len()), (4, 4), "{}", run.said);
     for device in &run.devices {
         assert_eq!(device["verdict"], "ok", "{device}");
         // Every class's burst was counted in its planned queue (4 probes per peer and
@@ -192,7 +192,8 @@ pub fn lab_verify(lab: &Lab) {
     for host in &run.hosts {
         assert_eq!(host["verdict"], "ok", "{host}");
         for class in host["arrivals"].as_array().unwrap() {
-            assert_eq!(class["expected"], 8, "one peer, two paths: {host}");
+            // The rack's peer by its NIC's address, two peers by two paths each.
+            assert_eq!(class["expected"], 20, "five paths of 4 probes: {host}");
             assert!(class["probes"].as_u64().unwrap() > 0, "{host}");
         }
     }
@@ -348,7 +349,8 @@ fn relaunch_with_dscp(lab: &Lab, host: &str, class: u64, dscp: u64) {
         assert!(out.status.success(), "{h}: {}", text(&out));
     };
     let p = |s: &'static str| Path::new(s);
-    for h in ["h1", "h2"] {
+    let hosts = lab.hosts();
+    for h in &hosts {
         in_host(h, &[p("stop"), p("--pid-file"), &file(h, "pid")]);
     }
     let config = file(host, "transport.json");
@@ -359,7 +361,7 @@ fn relaunch_with_dscp(lab: &Lab, host: &str, class: u64, dscp: u64) {
         }
     }
     std::fs::write(&config, json.to_string()).unwrap();
-    for h in ["h1", "h2"] {
+    for h in &hosts {
         in_host(
             h,
             &[
@@ -378,7 +380,7 @@ fn relaunch_with_dscp(lab: &Lab, host: &str, class: u64, dscp: u64) {
             ],
         );
     }
-    for h in ["h1", "h2"] {
+    for h in &hosts {
         in_host(
             h,
             &[

@@ -1,34 +1,39 @@
 //! `cargo bench --bench lab`: what the plan's queueing does to traffic, end to end, in
-//! a lab (`mltctl lab up`: 2 spines, 2 leaves, a host behind each, 100 Mbit/s ports)
-//! after `mltctl apply` and `mltctl bootstrap`. One run, side by side:
+//! a lab (`mltctl lab up`: 2 spines, 2 leaves, 2 hosts behind each, 100 Mbit/s ports)
+//! after `mltctl apply` and `mltctl bootstrap`. A host's NIC sends at the port rate, so
+//! a port congests when several hosts send into it: h1 and h2 (leaf1's rack) send to h3
+//! by its path address through spine1, and meet at leaf1's uplink. One run, side by
+//! side:
 //! - `QoS enforced`: the forwarder queues as the switches' running configurations say;
 //! - `QoS not enforced`: the same switches, the forwarder told to ignore their queueing
 //!   (`mltctl lab qos off`: one queue per port, no RED, the same rate and buffer).
 //!
-//! In each, h1 sends h2 a back-layer bulk flow (the lowest gradient class's DSCP) at
-//! 1.5 times the port rate, half its packets ECN-capable and half not (so the
-//! ECN-capable half alone fits the port), and a front-layer
-//! probe (the highest gradient class's DSCP) every 10 ms. Reported: the share of
-//! ECN-capable and of Not-ECT bulk packets delivered, the share of delivered
+//! In each, h1 and h2 send a back-layer bulk flow (the lowest gradient class's DSCP) at
+//! 0.75 times the port rate each, 1.5 times the uplink's rate together, half their
+//! packets ECN-capable and half not (so the ECN-capable half alone fits the port), and a
+//! front-layer probe (the highest gradient class's DSCP) every 10 ms. Reported: the
+//! share of ECN-capable and of Not-ECT bulk packets delivered, the share of delivered
 //! ECN-capable packets marked CE, and the probes' one-way delay.
 //!
 //! Then the plan's loss prediction (`plan --explain`, MLT Appendix B's model) against
 //! the lab at the model's own load: every class's thresholds pinned small (so losses
-//! are measurable in seconds), h1 sends the model's traffic — Poisson arrivals at 0.9
-//! of the port rate, classes by their share, half the packets unimportant (Not-ECT) —
-//! and each class's loss of unimportant and of important packets is printed as the plan
-//! predicts it, as the switch's queueing loses it at exact times (`model.rs`: the
-//! forwarder's own `Port`, no I/O) and as the lab lost it.
+//! are measurable in seconds), h1 and h2 each send half the model's traffic — Poisson
+//! arrivals at 0.9 of the port rate in all, classes by their share, half the packets
+//! unimportant (Not-ECT) — and each class's loss of unimportant and of important packets
+//! at leaf1's uplink is printed as the plan predicts it, as the switch's queueing loses
+//! it at exact times (`model.rs`: the forwarder's own `Port`, no I/O) and as the lab lost
+//! it.
 //!
-//! And a 4-host ring allreduce through the same data plane with shallow switch
-//! buffers (`--buffer`): the transport `mltctl launch` started (kernel UDP, the
-//! plan's queueing and thresholds, its own pacing) beside gloo (PyTorch, TCP, the
-//! default queue) on the same hosts; per threshold profile and queue, the share of
-//! the transport's ECN-capable and Not-ECT packets the switches lost in the ring
-//! (`lab status --json`, every port of the profile's switches) beside the plan's
-//! prediction, checked with the oracle's tolerance (`tests/thresholds.rs`: a loss
-//! above 1.5 times the ECT prediction, or 3 times the Not-ECT one, and 1e-4 above
-//! it, is a prediction that was optimistic).
+//! And, in a second lab at 1 Gbit/s (2 spines, 2 leaves, 2 hosts each, the default
+//! buffer), a 4-host ring allreduce of 4 MiB and of 32 MiB: the transport `mltctl
+//! launch` started (kernel UDP, the plan's queueing and thresholds, its own pacing)
+//! beside gloo (PyTorch, TCP, the default queue) on the same hosts, as a share of the
+//! line rate's optimum; and, per threshold profile and queue, the share of the
+//! transport's ECN-capable and Not-ECT packets the switches lost in its 4 MiB ring (`lab
+//! status --json`, every port of the profile's switches) beside the plan's prediction,
+//! checked with the oracle's tolerance (`tests/thresholds.rs`: a loss above 1.5 times
+//! the ECT prediction, or 3 times the Not-ECT one, and 1e-4 above it, is a prediction
+//! that was optimistic).
 //! Needs root, sshd, python3-torch and endhost built (`cargo build --release -p
 //! endhost`: bootstrap uploads it).
 
@@ -42,18 +47,21 @@ use mltctl_lab::arrivals::{self, Losses, Offered};
 
 const RATE_MBPS: u64 = 100;
 const SECONDS: f64 = 2.5;
-/// The bulk flow: 1.5 × the port rate, half of it ECN-capable.
+/// The bulk flow: 1.5 × the port rate from two senders, half of it ECN-capable.
 const BULK_MBPS: u64 = RATE_MBPS * 3 / 2;
+const SENDERS: [&str; 2] = ["h1", "h2"];
+const RECEIVER: &str = "h3";
 const PORT: &str = "9000";
-/// Hosts of the lab (one per leaf), and the allreduce they run.
+/// Hosts of the labs (two per leaf), and the allreduces they run.
 const HOSTS: usize = 4;
 /// One gloo rank: the script `endhost bench allreduce` runs too.
 const GLOO_SCRIPT: &str = "endhost/src/testbed/bench/gloo_allreduce.py";
-const ALLREDUCE_BYTES: u64 = 4 << 20;
-const ALLREDUCE_ITERATIONS: usize = 8;
-/// Every switch's buffer, and what each port may queue: the least (in steps of 128
-/// KiB) the plan's thresholds fit in under the transport's bursts (512 KiB is refused,
-/// exit 3), about 52 ms at the lab's rate.
+/// The rings' lab: its ports' rate, and each ring's bytes and iterations.
+const RING_RATE_MBPS: u64 = 1000;
+const RINGS: [(u64, usize); 2] = [(4 << 20, 12), (32 << 20, 6)];
+/// The queueing lab's buffer per switch: the least (in steps of 128 KiB) the plan's
+/// thresholds fit in under the transport's bursts (512 KiB is refused, exit 3), about
+/// 52 ms at the lab's rate.
 const BUFFER_KIB: u64 = 640;
 /// How long the model's traffic runs in the lab, and how many arrivals the exact-time
 /// simulation takes.
@@ -93,34 +101,72 @@ fn checked(out: Output, what: &str) -> Output {
     out
 }
 
-struct Lab(PathBuf);
+/// A lab the bench brought up, by its name and directory; down when dropped.
+struct Lab {
+    name: &'static str,
+    dir: PathBuf,
+}
 
 impl Drop for Lab {
     fn drop(&mut self) {
         let _ = Command::new(mltctl())
             .args(["lab", "down", "--dir"])
-            .arg(&self.0)
+            .arg(&self.dir)
             .output();
     }
 }
 
+/// Adds each count of `more` (a JSON object of numbers) to `into`'s.
+fn add_counts(into: &mut Value, more: &Value) {
+    for (key, n) in more.as_object().expect("counts").iter() {
+        let sum = into[key].as_f64().unwrap_or(0.0) + n.as_f64().unwrap_or(0.0);
+        into[key] = sum.into();
+    }
+}
+
 impl Lab {
+    /// `lab up` of 2 spines and 2 leaves with 2 hosts each, ports at `rate_mbps`, in
+    /// `scratch`; `more`: further `lab up` arguments.
+    fn up(name: &'static str, scratch: &Path, rate_mbps: u64, more: &[&str]) -> Lab {
+        let dir = scratch.join(name);
+        checked(
+            Command::new(mltctl())
+                .args(["lab", "up", "--name", name, "--hosts-per-leaf", "2"])
+                .args(["--rate", &format!("{rate_mbps}M")])
+                .args(more)
+                .arg("--dir")
+                .arg(&dir)
+                .output()
+                .unwrap(),
+            "lab up",
+        );
+        Lab { name, dir }
+    }
+
     fn mltctl(&self, args: &[&str]) -> Output {
         let out = Command::new(mltctl())
             .args(args)
-            .env("MLTCTL_INVENTORY", self.0.join("inventory.yaml"))
-            .env("MLTCTL_KNOWN_HOSTS", self.0.join("known_hosts"))
-            .env("MLTCTL_REMOTE_DIR", self.0.join("remote"))
+            .env("MLTCTL_INVENTORY", self.dir.join("inventory.yaml"))
+            .env("MLTCTL_KNOWN_HOSTS", self.dir.join("known_hosts"))
+            .env("MLTCTL_REMOTE_DIR", self.dir.join("remote"))
             .output()
             .unwrap();
         checked(out, &args.join(" "))
     }
 
-    /// benches/lab/recv.py on h2, listening a little longer than `seconds` of traffic
-    /// and started before it.
+    /// `ip netns exec` into `host`'s namespace.
+    fn on(&self, host: &str) -> Command {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", &format!("{}-{host}", self.name)]);
+        command
+    }
+
+    /// benches/lab/recv.py on the receiver, listening a little longer than `seconds` of
+    /// traffic and started before it.
     fn receiver(&self, seconds: f64) -> std::process::Child {
-        let receiver = Command::new("ip")
-            .args(["netns", "exec", "mltbench-h2", "python3"])
+        let receiver = self
+            .on(RECEIVER)
+            .arg("python3")
             .arg(script("recv.py"))
             .args([PORT, &(seconds + 1.5).to_string()])
             .stdout(std::process::Stdio::piped())
@@ -130,37 +176,55 @@ impl Lab {
         receiver
     }
 
-    /// One run of the traffic: (what was sent, what arrived).
-    fn traffic(&self, bulk_dscp: u8, probe_dscp: u8) -> (Value, Value) {
-        let receiver = self.receiver(SECONDS);
-        let sent = checked(
-            Command::new("ip")
-                .args(["netns", "exec", "mltbench-h1", "python3"])
-                .arg(script("send.py"))
-                .args([
-                    "10.1.1.11",
-                    PORT,
-                    &SECONDS.to_string(),
-                    &BULK_MBPS.to_string(),
-                    &bulk_dscp.to_string(),
-                    &probe_dscp.to_string(),
-                ])
-                .output()
-                .unwrap(),
-            "send.py",
-        );
+    /// Runs `script` with `args` on every sender at once (`per_sender` adds the
+    /// sender's own arguments), then the receiver's count: (what was sent, in all,
+    /// and what arrived).
+    fn send_from_senders(
+        &self,
+        seconds: f64,
+        script_name: &str,
+        args: &[String],
+        per_sender: impl Fn(usize) -> Vec<String>,
+    ) -> (Value, Value) {
+        let receiver = self.receiver(seconds);
+        let senders: Vec<_> = (SENDERS.iter().enumerate())
+            .map(|(i, host)| {
+                self.on(host)
+                    .arg("python3")
+                    .arg(script(script_name))
+                    .args(args)
+                    .args(per_sender(i))
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut sent = serde_json::json!({});
+        for sender in senders {
+            let out = checked(sender.wait_with_output().unwrap(), script_name);
+            add_counts(&mut sent, &serde_json::from_slice(&out.stdout).unwrap());
+        }
         let received = checked(receiver.wait_with_output().unwrap(), "recv.py");
-        (
-            serde_json::from_slice(&sent.stdout).unwrap(),
-            serde_json::from_slice(&received.stdout).unwrap(),
-        )
+        (sent, serde_json::from_slice(&received.stdout).unwrap())
     }
-}
 
-impl Lab {
+    /// One run of the traffic to `dst`: (what was sent, what arrived).
+    fn traffic(&self, dst: &str, bulk_dscp: u8, probe_dscp: u8) -> (Value, Value) {
+        let args = [
+            dst.to_string(),
+            PORT.to_string(),
+            SECONDS.to_string(),
+            (BULK_MBPS as f64 / SENDERS.len() as f64).to_string(),
+            bulk_dscp.to_string(),
+            probe_dscp.to_string(),
+        ];
+        self.send_from_senders(SECONDS, "send.py", &args, |_| Vec::new())
+    }
+
     /// Pins every class's thresholds (S, L) and applies them.
     fn pin_thresholds(&self, classes: usize) {
-        let inventory = self.0.join("inventory.yaml");
+        let inventory = self.dir.join("inventory.yaml");
         let mut text = std::fs::read_to_string(&inventory).unwrap();
         assert!(
             text.trim_end().ends_with("af_packet}"),
@@ -176,32 +240,28 @@ impl Lab {
         self.mltctl(&["apply"]);
     }
 
-    /// The model's traffic from h1 to h2: (sent, received) per "dscp/ecn".
-    fn model_traffic(&self, traffic: &Offered) -> (Value, Value) {
-        let receiver = self.receiver(MODEL_SECONDS);
+    /// The model's traffic to `dst`, half from each sender (its own Poisson times):
+    /// (sent, received) per "dscp/ecn".
+    fn model_traffic(&self, dst: &str, traffic: &Offered) -> (Value, Value) {
         let classes: Vec<String> = traffic
             .classes
             .iter()
             .map(|(dscp, share)| format!("{dscp}:{share}"))
             .collect();
-        let sent = checked(
-            Command::new("ip")
-                .args(["netns", "exec", "mltbench-h1", "python3"])
-                .arg(script("poisson.py"))
-                .args(["10.1.1.11", PORT, &MODEL_SECONDS.to_string()])
-                .arg((traffic.rate_bps / 1_000_000).to_string())
-                .args([traffic.load.to_string(), traffic.theta.to_string()])
-                .args([traffic.frame_bytes.to_string(), classes.join(",")])
-                .output()
-                .unwrap(),
-            "poisson.py",
-        );
-        let received = checked(receiver.wait_with_output().unwrap(), "recv.py");
-        let received: Value = serde_json::from_slice(&received.stdout).unwrap();
-        (
-            serde_json::from_slice(&sent.stdout).unwrap(),
-            received["dscp"].clone(),
-        )
+        let args = [
+            dst.to_string(),
+            PORT.to_string(),
+            MODEL_SECONDS.to_string(),
+            (traffic.rate_bps / 1_000_000).to_string(),
+            (traffic.load / SENDERS.len() as f64).to_string(),
+            traffic.theta.to_string(),
+            traffic.frame_bytes.to_string(),
+            classes.join(","),
+        ];
+        let (sent, received) = self.send_from_senders(MODEL_SECONDS, "poisson.py", &args, |i| {
+            vec![(18 + i).to_string()]
+        });
+        (sent, received["dscp"].clone())
     }
 
     /// How the congested switch's uplinks queue, as the lab reads its running
@@ -382,7 +442,7 @@ impl Lab {
             "status",
             "--json",
             "--dir",
-            &self.0.to_string_lossy(),
+            &self.dir.to_string_lossy(),
         ]);
         serde_json::from_slice(&out.stdout).unwrap()
     }
@@ -408,28 +468,27 @@ impl Lab {
         (1..=HOSTS).map(|i| format!("h{i}")).collect()
     }
 
-    /// Per iteration, the slowest rank's seconds of an allreduce through the launched
-    /// transports, and the least fractions any rank had delivered and exact.
-    fn endhost_allreduce(&self) -> (Vec<f64>, f64, f64) {
+    /// Per iteration, the slowest rank's seconds of an allreduce of `bytes` through the
+    /// launched transports, and the least fractions any rank had delivered and exact.
+    fn endhost_allreduce(&self, bytes: u64, iterations: usize) -> (Vec<f64>, f64, f64) {
         let endhost = mltctl().with_file_name("endhost");
         let clients: Vec<_> = self
             .hosts()
             .iter()
             .map(|host| {
-                Command::new("ip")
-                    .args(["netns", "exec", &format!("mltbench-{host}")])
+                self.on(host)
                     .arg(&endhost)
                     .args(["allreduce", "--socket"])
-                    .arg(self.0.join("remote").join(format!("{host}.sock")))
-                    .args(["--size", &ALLREDUCE_BYTES.to_string()])
-                    .args(["--iterations", &ALLREDUCE_ITERATIONS.to_string(), "--json"])
+                    .arg(self.dir.join("remote").join(format!("{host}.sock")))
+                    .args(["--size", &bytes.to_string()])
+                    .args(["--iterations", &iterations.to_string(), "--json"])
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .unwrap()
             })
             .collect();
-        let mut seconds = vec![0.0f64; ALLREDUCE_ITERATIONS];
+        let mut seconds = vec![0.0f64; iterations];
         let mut delivered = 1.0f64;
         let mut exact = 1.0f64;
         for client in clients {
@@ -445,23 +504,20 @@ impl Lab {
         (seconds, delivered, exact)
     }
 
-    /// Per iteration, rank 0's seconds of gloo's allreduce between the same hosts.
-    fn gloo_allreduce(&self, master: &str, nic: &str) -> Vec<f64> {
+    /// Per iteration, rank 0's seconds of gloo's allreduce of `bytes` between the same
+    /// hosts.
+    fn gloo_allreduce(&self, master: &str, nic: &str, bytes: u64, iterations: usize) -> Vec<f64> {
         let ranks: Vec<_> = self
             .hosts()
             .iter()
             .enumerate()
             .map(|(rank, host)| {
-                Command::new("ip")
-                    .args(["netns", "exec", &format!("mltbench-{host}")])
+                self.on(host)
                     // Debian's python3-torch, whatever python3 the PATH has first.
                     .args(["/usr/bin/python3"])
                     .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(GLOO_SCRIPT))
                     .args([rank.to_string(), HOSTS.to_string()])
-                    .args([
-                        ALLREDUCE_BYTES.to_string(),
-                        ALLREDUCE_ITERATIONS.to_string(),
-                    ])
+                    .args([bytes.to_string(), iterations.to_string()])
                     .args([master, nic])
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
@@ -481,9 +537,11 @@ impl Lab {
     }
 }
 
-/// A line of the allreduce table, and its JSON.
+/// A line of the allreduce table (an allreduce of `bytes` on the rings' lab), and its
+/// JSON.
 fn allreduce_line(
     system: &str,
+    bytes: u64,
     mut seconds: Vec<f64>,
     delivered: f64,
     exact: f64,
@@ -491,9 +549,10 @@ fn allreduce_line(
     assert!(!seconds.is_empty(), "{system}: no iteration timed");
     seconds.sort_by(f64::total_cmp);
     let at = |q: f64| seconds[((seconds.len() - 1) as f64 * q).round() as usize];
-    let optimum = endhost::testbed::bench::optimum_seconds(HOSTS, ALLREDUCE_BYTES, RATE_MBPS);
+    let optimum = endhost::testbed::bench::optimum_seconds(HOSTS, bytes, RING_RATE_MBPS);
     let line = format!(
-        "| {system:<28} | {:>10.3} | {:>8.3} | {:>10.1}% | {:>9.2}% | {:>8.2}% |",
+        "| {system:<28} | {:>6} | {:>10.3} | {:>8.3} | {:>10.1}% | {:>9.2}% | {:>8.2}% |",
+        format!("{} MiB", bytes >> 20),
         at(0.5),
         at(0.99),
         100.0 * optimum / at(0.5),
@@ -501,7 +560,7 @@ fn allreduce_line(
         100.0 * exact
     );
     let json = serde_json::json!({
-        "system": system, "median_s": at(0.5), "p99_s": at(0.99),
+        "system": system, "bytes": bytes, "median_s": at(0.5), "p99_s": at(0.99),
         "of_optimum": optimum / at(0.5), "delivered_min": delivered, "exact_min": exact,
         "seconds": seconds,
     });
@@ -557,22 +616,27 @@ fn main() {
         return;
     }
     let scratch = mlt_common::files::scratch_dir("mltctl-lab-bench-").expect("a scratch directory");
-    let dir = scratch.path().join("lab");
-    checked(
-        Command::new(mltctl())
-            .args(["lab", "up", "--name", "mltbench", "--hosts-per-leaf", "1"])
-            .args(["--leaves", &HOSTS.to_string()])
-            .args(["--vendors", "eos,onyx,sonic,cumulus"])
-            .args(["--buffer", &format!("{BUFFER_KIB}KiB")])
-            .args(["--rate", &format!("{RATE_MBPS}M"), "--dir"])
-            .arg(&dir)
-            .output()
-            .unwrap(),
-        "lab up",
+    let (queueing, queueing_lines) = queueing_lab(scratch.path());
+    let (rings, ring_lines) = rings_lab(scratch.path());
+    for line in queueing_lines.into_iter().chain(ring_lines) {
+        println!("{line}");
+    }
+    println!(
+        "{}",
+        serde_json::json!({"bench": "lab", "queueing": queueing, "rings": rings})
     );
-    let lab = Lab(dir);
+}
+
+/// The queueing lab's cases: the overload with and without the plan's queueing, and
+/// the model's traffic against the plan's prediction. Its JSON and printed lines.
+fn queueing_lab(scratch: &Path) -> (Value, Vec<String>) {
+    let vendors = ["--vendors", "eos,onyx,sonic,cumulus"];
+    let buffer = format!("{BUFFER_KIB}KiB");
+    let more = [vendors[0], vendors[1], "--buffer", &buffer];
+    let lab = Lab::up("mltbench", scratch, RATE_MBPS, &more);
     lab.mltctl(&["apply"]);
     lab.mltctl(&["bootstrap"]);
+    let dir = lab.dir.to_string_lossy().to_string();
     // The back layers' class (lowest gradient queue) and the front layers' (highest).
     let plan: Value = serde_json::from_slice(&lab.mltctl(&["plan", "--json"]).stdout).unwrap();
     let classes = plan["qos"]["classes"]
@@ -581,64 +645,51 @@ fn main() {
     let dscp = |class: &Value| class["dscp"].as_u64().expect("a class has a DSCP") as u8;
     let front = dscp(classes.first().expect("a gradient class"));
     let back = dscp(classes.last().expect("a gradient class"));
+    // The receiver by its path address through spine1: both senders' traffic crosses
+    // leaf1's uplink to it.
+    let receiver = plan["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == RECEIVER)
+        .expect("the receiver is planned");
+    let dst = receiver["path_addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["spine"] == 0)
+        .and_then(|p| p["address"].as_str())
+        .expect("a path address through spine1")
+        .to_string();
+    let mut out = Vec::new();
+    let mut cases = Vec::new();
     let mut lines = Vec::new();
-    let mut json = Vec::new();
     for (case, off) in [("QoS enforced", false), ("QoS not enforced", true)] {
         let state = if off { "off" } else { "on" };
-        lab.mltctl(&["lab", "qos", state, "--dir", &lab.0.to_string_lossy()]);
+        lab.mltctl(&["lab", "qos", state, "--dir", &dir]);
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let (sent, received) = lab.traffic(back, front);
+        let (sent, received) = lab.traffic(&dst, back, front);
         let (line, value) = summarise(case, &sent, &received);
         lines.push(line);
-        json.push(value);
+        cases.push(value);
     }
-    println!(
-        "lab: h1 → h2 through leaf1, a spine, leaf2 at {RATE_MBPS} Mbit/s per port; bulk at \
-         {} Mbit/s (DSCP {back}, half ECT(0), half Not-ECT), a probe every 10 ms (DSCP {front})",
+    out.push(format!(
+        "lab: {} → {RECEIVER} through leaf1's uplink, spine1, leaf2 at {RATE_MBPS} Mbit/s per \
+         port; bulk at {} Mbit/s in all (DSCP {back}, half ECT(0), half Not-ECT), a probe \
+         every 10 ms from each (DSCP {front})",
+        SENDERS.join(" and "),
         BULK_MBPS
+    ));
+    out.push(
+        "| case              | ECT delivered | Not-ECT deliv. | ECT marked | probes in | p50 (ms)  | p99 (ms)  |".into(),
     );
-    println!(
-        "| case              | ECT delivered | Not-ECT deliv. | ECT marked | probes in | p50 (ms)  | p99 (ms)  |"
+    out.push(
+        "| ----------------- | ------------- | -------------- | ---------- | --------- | --------- | --------- |".into(),
     );
-    println!(
-        "| ----------------- | ------------- | -------------- | ---------- | --------- | --------- | --------- |"
-    );
-    for line in lines {
-        println!("{line}");
-    }
-
-    // The allreduce: the launched transport, then gloo alone on the same hosts.
-    lab.mltctl(&["lab", "qos", "on", "--dir", &lab.0.to_string_lossy()]);
-    lab.mltctl(&["launch"]);
-    // The forwarder writes its counters every half second.
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let before = lab.queue_counts();
-    let (endhost_seconds, delivered, exact) = lab.endhost_allreduce();
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let (ring_lines, ring_json) = ring_losses(&plan, &before, &lab.queue_counts());
-    lab.mltctl(&["stop"]);
-    let master = plan["hosts"][0]["nic"]["ip"]
-        .as_str()
-        .expect("h1's address");
-    let nic = plan["hosts"][0]["nic"]["name"].as_str().expect("h1's NIC");
-    let mut allreduce = vec![allreduce_line(
-        &format!("endhost (p = {})", plan["job"]["loss_bound"]),
-        endhost_seconds,
-        delivered,
-        exact,
-    )];
-    match endhost::testbed::bench::gloo_unavailable() {
-        None => allreduce.push(allreduce_line(
-            "gloo (torch.distributed)",
-            lab.gloo_allreduce(master, nic),
-            1.0,
-            1.0,
-        )),
-        Some(why) => eprintln!("{why}: no gloo row"),
-    }
+    out.extend(lines);
 
     // The model's case, at its load with small pinned thresholds.
-    lab.mltctl(&["lab", "qos", "on", "--dir", &lab.0.to_string_lossy()]);
+    lab.mltctl(&["lab", "qos", "on", "--dir", &dir]);
     let traffic = Offered {
         classes: classes
             .iter()
@@ -661,64 +712,103 @@ fn main() {
         MODEL_ARRIVALS,
         18,
     );
-    let (sent, received) = lab.model_traffic(&traffic);
+    let (sent, received) = lab.model_traffic(&dst, &traffic);
     let (model_lines, model_json) = model_table(&plan, &simulated, &sent, &received);
-    println!();
-    println!(
-        "model: h1 → h2, Poisson at {} of {RATE_MBPS} Mbit/s in {}-byte frames for {MODEL_SECONDS} s, \
-         classes by share, {}% Not-ECT; every class pinned to S = {} KiB, L = {} KiB; \
-         loss at {CONGESTED_SWITCH}'s uplink as the plan predicts it, as the same queueing \
-         loses it at exact times ({MODEL_ARRIVALS} arrivals), and in the lab",
+    out.push(String::new());
+    out.push(format!(
+        "model: {} → {RECEIVER}, Poisson at {} of {RATE_MBPS} Mbit/s in all (half each) in \
+         {}-byte frames for {MODEL_SECONDS} s, classes by share, {}% Not-ECT; every class \
+         pinned to S = {} KiB, L = {} KiB; loss at {CONGESTED_SWITCH}'s uplink as the plan \
+         predicts it, as the same queueing loses it at exact times ({MODEL_ARRIVALS} \
+         arrivals), and in the lab",
+        SENDERS.join(" and "),
         traffic.load,
         traffic.frame_bytes,
         traffic.theta * 100.0,
         PINNED_MARK_BYTES / 1024,
         PINNED_LIMIT_BYTES / 1024
+    ));
+    out.push(
+        "| queue | DSCP | load  | Not-ECT plan | Not-ECT exact | Not-ECT lab | ECT plan     | ECT exact     | ECT lab     |".into(),
     );
-    println!(
-        "| queue | DSCP | load  | Not-ECT plan | Not-ECT exact | Not-ECT lab | ECT plan     | ECT exact     | ECT lab     |"
+    out.push(
+        "| ----- | ---- | ----- | ------------ | ------------- | ----------- | ------------ | ------------- | ----------- |".into(),
     );
-    println!(
-        "| ----- | ---- | ----- | ------------ | ------------- | ----------- | ------------ | ------------- | ----------- |"
-    );
-    for line in model_lines {
-        println!("{line}");
+    out.extend(model_lines);
+    (
+        serde_json::json!({"cases": cases, "model": model_json}),
+        out,
+    )
+}
+
+/// The rings' lab at 1 Gbit/s: the launched transport's and gloo's ring allreduces side
+/// by side, and the transport's losses per threshold profile and queue against the
+/// plan. Its JSON and printed lines.
+fn rings_lab(scratch: &Path) -> (Value, Vec<String>) {
+    let lab = Lab::up("mltring", scratch, RING_RATE_MBPS, &[]);
+    lab.mltctl(&["apply"]);
+    lab.mltctl(&["bootstrap"]);
+    let plan: Value = serde_json::from_slice(&lab.mltctl(&["plan", "--json"]).stdout).unwrap();
+    let master = plan["hosts"][0]["nic"]["ip"]
+        .as_str()
+        .expect("h1's address");
+    let nic = plan["hosts"][0]["nic"]["name"].as_str().expect("h1's NIC");
+    let gloo = endhost::testbed::bench::gloo_unavailable();
+    if let Some(why) = &gloo {
+        eprintln!("{why}: no gloo rows");
     }
-    println!();
-    println!(
-        "allreduce: {HOSTS} hosts (one per leaf), ring, {} MiB, {ALLREDUCE_ITERATIONS} iterations, \
-         {RATE_MBPS} Mbit/s ports, {BUFFER_KIB} KiB of buffer per port, the plan's queueing",
-        ALLREDUCE_BYTES >> 20
-    );
-    println!(
-        "| system                       | median (s) | p99 (s)  | of optimum  | delivered  | exact     |"
-    );
-    println!(
-        "| ---------------------------- | ---------- | -------- | ----------- | ---------- | --------- |"
-    );
-    for (line, _) in &allreduce {
-        println!("{line}");
+    let mut rows = Vec::new();
+    let mut losses = None;
+    for (bytes, iterations) in RINGS {
+        lab.mltctl(&["launch"]);
+        // The forwarder writes its counters every half second.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let before = lab.queue_counts();
+        let (seconds, delivered, exact) = lab.endhost_allreduce(bytes, iterations);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        losses.get_or_insert_with(|| ring_losses(&plan, &before, &lab.queue_counts()));
+        lab.mltctl(&["stop"]);
+        let system = format!("endhost (p = {})", plan["job"]["loss_bound"]);
+        rows.push(allreduce_line(&system, bytes, seconds, delivered, exact));
+        if gloo.is_none() {
+            let seconds = lab.gloo_allreduce(master, nic, bytes, iterations);
+            rows.push(allreduce_line(
+                "gloo (torch.distributed)",
+                bytes,
+                seconds,
+                1.0,
+                1.0,
+            ));
+        }
     }
-    println!();
-    println!(
-        "the ring's packets through the switches, per threshold profile and queue: offered, \
-         lost in the lab and as the plan predicts (! : optimistic beyond the oracle's tolerance)"
+    let (loss_lines, loss_json) = losses.expect("a ring ran");
+    let mut out = vec![
+        String::new(),
+        format!(
+            "allreduce: {HOSTS} hosts (two per leaf), ring, {RING_RATE_MBPS} Mbit/s ports, the \
+             default buffer, the plan's queueing"
+        ),
+        "| system                       | size   | median (s) | p99 (s)  | of optimum  | delivered  | exact     |".into(),
+        "| ---------------------------- | ------ | ---------- | -------- | ----------- | ---------- | --------- |".into(),
+    ];
+    out.extend(rows.iter().map(|(line, _)| line.clone()));
+    out.push(String::new());
+    out.push(
+        "the transport's first ring through the switches, per threshold profile and queue: \
+         offered, lost in the lab and as the plan predicts (! : optimistic beyond the \
+         oracle's tolerance)"
+            .into(),
     );
-    println!(
-        "| switches       | queue | Not-ECT   | lab       | plan       | ECT       | lab       | plan       |"
+    out.push(
+        "| switches       | queue | Not-ECT   | lab       | plan       | ECT       | lab       | plan       |".into(),
     );
-    println!(
-        "| -------------- | ----- | --------- | --------- | ---------- | --------- | --------- | ---------- |"
+    out.push(
+        "| -------------- | ----- | --------- | --------- | ---------- | --------- | --------- | ---------- |".into(),
     );
-    for line in ring_lines {
-        println!("{line}");
-    }
-    let allreduce: Vec<Value> = allreduce.into_iter().map(|(_, json)| json).collect();
-    println!(
-        "{}",
-        serde_json::json!({
-            "bench": "lab", "cases": json, "model": model_json, "allreduce": allreduce,
-            "ring_losses": ring_json,
-        })
-    );
+    out.extend(loss_lines);
+    let rows: Vec<Value> = rows.into_iter().map(|(_, json)| json).collect();
+    (
+        serde_json::json!({"allreduce": rows, "ring_losses": loss_json}),
+        out,
+    )
 }

@@ -4,7 +4,8 @@ wire leave at Poisson times, LOAD x the port's LINK_MBPS in all; each packet's c
 drawn by the plan's traffic shares (CLASSES is "dscp:share,dscp:share,..."), and a
 fraction THETA of them are unimportant (Not-ECT), the rest ECN-capable (ECT(0)). One
 socket, so that every packet takes the same path. Prints what it sent, per
-"dscp/ecn", as JSON."""
+"dscp/ecn", as JSON. SEED (optional, default 18) draws the times: senders that share a
+port take different seeds."""
 import json
 import random
 import socket
@@ -16,7 +17,7 @@ link_mbps, load, theta = float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[
 packet_bytes = int(sys.argv[7])
 classes = [(int(d), float(s)) for d, s in (c.split(":") for c in sys.argv[8].split(","))]
 
-rng = random.Random(18)
+rng = random.Random(int(sys.argv[9]) if len(sys.argv) > 9 else 18)
 # PACKET_BYTES is the Ethernet frame (header 14, IPv4 20, UDP 8, payload); on the wire
 # it also takes preamble, start, FCS and gap (24 bytes), which the port's rate counts.
 payload = b"model" + b"x" * (packet_bytes - 14 - 20 - 8 - 5)

@@ -6,6 +6,7 @@
 //! it on frame counts only; `docs/src/design/plan.md` says how it was validated
 //! (tests/thresholds.rs, against the lab switch's queue at exact times).
 
+use std::collections::VecDeque;
 use rayon::prelude::*;
 
 /// What arrives at a congested port.
@@ -381,15 +382,20 @@ fn run(
         length: vec![0; queues],
         busy: 0,
     };
-    // Bursts arriving now: (queue, the slot after their last frame).
-    let mut active: Vec<(usize, u64)> = Vec::new();
+    // Bursts arriving now, oldest first: (queue, the slot after their last frame). Every
+    // burst lasts `batch` slots, so they end in the order they began.
+    let mut active: VecDeque<(usize, u64)> = VecDeque::new();
     let mut next_burst = rng.exponential(bursts_per_slot);
     let mut slot = 0u64;
     while slot < slots {
-        active.retain(|(_, end)| *end > slot);
+        while active.front().is_some_and(|(_, end)| *end <= slot) {
+            active.pop_front();
+        }
+        // The first slot the next burst arrives in (`as` saturates an infinite time).
+        let next_slot = |next_burst: f64| next_burst as u64;
         if active.is_empty() && next_burst >= (slot + 1) as f64 {
             // Nothing arrives until the next burst: the queues only drain.
-            let idle = (next_burst.floor() as u64).min(slots) - slot;
+            let idle = next_slot(next_burst).min(slots) - slot;
             port.drain(idle);
             slot += idle;
             continue;
@@ -397,37 +403,43 @@ fn run(
         while next_burst < (slot + 1) as f64 {
             let u = rng.unit();
             let q = cumulative.partition_point(|c| *c <= u).min(queues - 1);
-            active.push((q, slot + batch));
+            active.push_back((q, slot + batch));
             next_burst += rng.exponential(bursts_per_slot);
         }
-        for &(q, _) in &active {
-            for _ in 0..senders {
-                let ect = rng.next() < ect_below;
-                let here = &mut out[q];
-                let held = port.length[q];
-                if histogram > 0 {
-                    let at = (held as usize).min(histogram - 1);
-                    if ect {
-                        here.seen_ect[at] += 1;
+        // The same bursts arrive in every slot until one ends or another begins.
+        let until = (active.front().map_or(u64::MAX, |(_, end)| *end))
+            .min(next_slot(next_burst))
+            .min(slots);
+        for _ in slot..until {
+            for &(q, _) in &active {
+                for _ in 0..senders {
+                    let ect = rng.next() < ect_below;
+                    let here = &mut out[q];
+                    let held = port.length[q];
+                    if histogram > 0 {
+                        let at = (held as usize).min(histogram - 1);
+                        if ect {
+                            here.seen_ect[at] += 1;
+                        } else {
+                            here.seen_not_ect[at] += 1;
+                        }
+                    }
+                    let (tally, room) = if ect {
+                        (&mut here.ect, limits[q].limit)
                     } else {
-                        here.seen_not_ect[at] += 1;
+                        (&mut here.not_ect, limits[q].mark)
+                    };
+                    tally.offered += 1;
+                    if held < room {
+                        port.admit(q);
+                    } else {
+                        tally.lost += 1;
                     }
                 }
-                let (tally, room) = if ect {
-                    (&mut here.ect, limits[q].limit)
-                } else {
-                    (&mut here.not_ect, limits[q].mark)
-                };
-                tally.offered += 1;
-                if held < room {
-                    port.admit(q);
-                } else {
-                    tally.lost += 1;
-                }
             }
+            port.drain(1);
         }
-        port.drain(1);
-        slot += 1;
+        slot = until;
     }
     out
 }

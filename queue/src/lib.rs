@@ -6,8 +6,8 @@
 //! it on frame counts only; `docs/src/design/plan.md` says how it was validated
 //! (tests/thresholds.rs, against the lab switch's queue at exact times).
 
-use std::collections::VecDeque;
 use rayon::prelude::*;
+use std::collections::VecDeque;
 
 /// What arrives at a congested port.
 #[derive(Debug, Clone, Copy, PartialEq)]

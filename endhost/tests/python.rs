@@ -6,6 +6,7 @@ mod common;
 #[path = "common/launched.rs"]
 mod launched;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -85,16 +86,19 @@ impl Job {
                     .env("MASTER_PORT", master_port.to_string())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
+                    .process_group(0)
                     .spawn()
                     .unwrap()
             })
             .collect();
         let deadline = Instant::now() + Duration::from_secs(180);
-        children
+        // Every rank ends (or is killed) before any is judged: a failed assertion
+        // leaves no process behind.
+        let outputs: Vec<Output> = children.into_iter().map(|c| wait(c, deadline)).collect();
+        outputs
             .into_iter()
             .enumerate()
-            .map(|(rank, child)| {
-                let out = wait(child, deadline);
+            .map(|(rank, out)| {
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 assert!(
                     out.status.success(),
@@ -135,13 +139,15 @@ impl Job {
                     .env("OMP_NUM_THREADS", "1")
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
+                    .process_group(0)
                     .spawn()
                     .unwrap()
             })
             .collect();
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let outputs: Vec<Output> = launchers.into_iter().map(|l| wait(l, deadline)).collect();
         let mut ranks = Vec::new();
-        for (host, launcher) in launchers.into_iter().enumerate() {
-            let out = wait(launcher, Instant::now() + Duration::from_secs(180));
+        for (host, out) in outputs.into_iter().enumerate() {
             let stdout = String::from_utf8_lossy(&out.stdout);
             assert!(
                 out.status.success(),
@@ -162,8 +168,9 @@ impl Job {
     }
 }
 
-/// The child's output once it ends, killing it at `deadline`. Its pipes are read while
-/// it runs: a child blocked on a full pipe would stall its peers' collectives too.
+/// The child's output once it ends, killing it and its process group (a torchrun's
+/// workers) at `deadline`. Its pipes are read while it runs: a child blocked on a full
+/// pipe would stall its peers' collectives too.
 fn wait(child: std::process::Child, deadline: Instant) -> Output {
     let pid = child.id();
     let (done, ended) = std::sync::mpsc::channel();
@@ -172,7 +179,9 @@ fn wait(child: std::process::Child, deadline: Instant) -> Output {
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .is_err()
         {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-9", "--", &format!("-{pid}")])
+                .status();
         }
     });
     let out = child.wait_with_output().unwrap();
@@ -321,4 +330,84 @@ fn a_local_rank_that_leaves_fails_its_hosts_rounds_at_once_and_a_new_one_rejoins
         serde_json::json!([10.0, 10.0, 10.0, 10.0]),
         "{seen}"
     );
+}
+
+/// `init_process_group("mlt")`: what one rank saw of the backend, checked. Sums are
+/// gloo's bit for bit with two ranks; with more, the transport adds a host's ranks
+/// first, so floats agree to rounding and integers exactly.
+fn backend_ran(seen: &Value, rank: usize, world: usize) {
+    assert_eq!(seen["rank"], rank, "{seen}");
+    assert_eq!(seen["world_size"], world, "{seen}");
+    assert_eq!(seen["backend"], "mlt", "{seen}");
+    for (name, sum) in seen["all_reduce"].as_object().unwrap() {
+        if world == 2 || name.starts_with("i64") {
+            assert_eq!(sum["bits_equal"], true, "all_reduce {name}: {seen}");
+        } else {
+            // Half precision rounds at 2^-8 (bfloat16) of the largest value.
+            let rel = sum["max_rel"].as_f64().unwrap();
+            assert!(rel < 1e-2, "all_reduce {name}: {seen}");
+        }
+    }
+    for (dtype, moved) in seen["moved"].as_object().unwrap() {
+        assert_eq!(moved["broadcast"], true, "broadcast {dtype}: {seen}");
+        assert_eq!(moved["all_gather"], true, "all_gather {dtype}: {seen}");
+    }
+    let gathered: Vec<f64> = (0..world).flat_map(|r| [r as f64; 3]).collect();
+    assert_eq!(
+        seen["all_gather_base"],
+        serde_json::json!(gathered),
+        "{seen}"
+    );
+    // Rank r receives Σ over ranks q of (10 q + r).
+    let expected = (0..world).map(|q| (10 * q + rank) as f64).sum::<f64>();
+    let scattered = serde_json::json!(vec![expected; 4]);
+    assert_eq!(seen["reduce_scatter"], scattered, "{seen}");
+    assert_eq!(seen["reduce_scatter_tensor"], scattered, "{seen}");
+    if rank == 0 {
+        let total = (1..=world).sum::<usize>() as f64;
+        assert_eq!(
+            seen["reduce_at_root"],
+            serde_json::json!(vec![total; 2]),
+            "{seen}"
+        );
+    }
+    assert!(
+        seen["f64"]
+            .as_str()
+            .unwrap()
+            .contains("would round torch.float64"),
+        "{seen}"
+    );
+    assert!(
+        seen["all_to_all"]
+            .as_str()
+            .unwrap()
+            .contains("does not offer all_to_all"),
+        "{seen}"
+    );
+    if world == 2 {
+        assert_eq!(seen["ddp_equals_gloo"], true, "{seen}");
+    } else {
+        assert!(seen["ddp_max_diff"].as_f64().unwrap() < 1e-6, "{seen}");
+    }
+    assert_eq!(seen["hook_shares_the_group"], true, "{seen}");
+    assert_eq!(seen["hook_delivered"], 1.0, "{seen}");
+}
+
+#[test]
+fn the_mlt_backend_runs_every_collective_it_offers_as_gloo_does() {
+    let job = Job::start("backend", 2, 1, 0.0, 23_650);
+    for (rank, seen) in job.run("backend", 2, 1, 29_651).iter().enumerate() {
+        backend_ran(seen, rank, 2);
+    }
+}
+
+#[test]
+fn the_mlt_backend_runs_under_torchrun_with_two_ranks_a_host() {
+    let job = Job::start("backend-local", 2, 2, 0.0, 23_660);
+    let ranks = job.torchrun("backend", 2, 29_661);
+    assert_eq!(ranks.len(), 4, "{ranks:?}");
+    for (rank, seen) in ranks.iter().enumerate() {
+        backend_ran(seen, rank, 4);
+    }
 }

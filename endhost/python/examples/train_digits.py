@@ -1,6 +1,8 @@
 """Trains a small MLP on scikit-learn's bundled digits with DDP, the gradients
-allreduced by the launched transport (--backend mlt, the mlt_transport hook) or by
-gloo (--backend gloo). Run one process per rank, as torchrun does:
+allreduced by the launched transport (--backend mlt: the mlt_transport hook, the loss
+bound applied; --backend mlt-group: `init_process_group("mlt")` and DDP without a hook,
+every collective exact) or by gloo (--backend gloo). Run one process per rank, as
+torchrun does:
 
     source <(mltctl env -i inventory.yaml --host h1)   # on every host
     torchrun examples/train_digits.py --epochs 20
@@ -24,8 +26,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 def arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=["mlt", "gloo"], default="mlt",
-                        help="who allreduces the gradients (default: mlt, the launched transport)")
+    parser.add_argument("--backend", choices=["mlt", "mlt-group", "gloo"], default="mlt",
+                        help="who allreduces the gradients (default: mlt, the launched "
+                             "transport through the hook)")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch", type=int, default=32, help="samples per rank per step")
     parser.add_argument("--lr", type=float, default=0.05)
@@ -47,7 +50,11 @@ def data(seed):
 
 def main():
     args = arguments()
-    dist.init_process_group("gloo")
+    if args.backend == "mlt-group":
+        import mlt_transport  # noqa: F401 (registers the mlt backend)
+        dist.init_process_group("mlt")
+    else:
+        dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     (x, y), (x_test, y_test) = data(args.seed)

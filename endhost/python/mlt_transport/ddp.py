@@ -10,13 +10,13 @@ The hook returns a future at once and a worker thread hands the bucket to the
 transport, so the allreduce of one bucket overlaps the backward pass of the next.
 """
 
-import concurrent.futures
 import os
 
 import torch
 import torch.distributed as dist
 
-from .client import Transport, TransportError
+from .channel import Channel
+from .client import TransportError
 
 ENV_RESYNC = "MLT_RESYNC_EVERY"
 DEFAULT_RESYNC_EVERY = 100
@@ -38,11 +38,17 @@ class HookState:
     give it yourself: parameter name → layer). resync_every: re-synchronise the
     parameters exactly every K calls of `step` (default $MLT_RESYNC_EVERY, else 100;
     0: never) — with a loss bound above 0 the replicas' gradients, and so their
-    parameters, may drift apart. transport: a `Transport` (default: one on $MLT_SOCKET).
+    parameters, may drift apart. transport: a `Transport` (default: the `mlt` process
+    group's connection when that is the default group, else one on $MLT_SOCKET).
     """
 
     def __init__(self, module, resync_every=None, layer_of=None, transport=None, timeout=None):
-        self.transport = transport or Transport(timeout=timeout)
+        from .backend import default_channel
+
+        shared = None if transport is not None else default_channel()
+        self.channel = shared or Channel(transport, timeout=timeout)
+        self._owns_channel = shared is None
+        self.transport = self.channel.transport
         status = self.transport.status
         served = status["world_size"] * status["local_ranks"]
         self.world_size = dist.get_world_size() if dist.is_initialized() else served
@@ -68,18 +74,12 @@ class HookState:
         # result no loss reached.
         self.delivered = 1.0
         self.exact = 1.0
-        self._view = None
-        # One worker: the transport must see every rank's allreduces in one order.
-        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mlt-hook")
 
     def __getstate__(self):
         raise TypeError("HookState holds a connection and cannot be pickled")
 
     def _region(self, values):
-        if self._view is None or values > self.transport.region_values:
-            region = self.transport.attach(max(values, 1) * 4)
-            self._view = torch.frombuffer(region, dtype=torch.float32)
-        return self._view[:values]
+        return self.channel.region(values)
 
     def bucket_layers(self, bucket):
         """(first value, layer) breakpoints of a bucket's flat buffer."""
@@ -96,7 +96,7 @@ class HookState:
         flat = tensor.view(-1) if tensor.is_contiguous() else tensor.reshape(-1)
         shared = self._region(flat.numel())
         shared.copy_(flat)
-        self.delivered = self.transport.allreduce_shared(flat.numel(), layers, loss_bound)
+        self.delivered = self.channel.allreduce(flat.numel(), layers, loss_bound)
         self.exact = self.transport.last_exact
         shared.div_(self.world_size)
         flat.copy_(shared)
@@ -105,26 +105,9 @@ class HookState:
         return tensor
 
     def submit(self, work, device=None):
-        """Runs `work` on the worker; a future of its result. For a CUDA `device`,
-        the work waits for what the current stream has queued so far."""
-        if device is not None and device.type == "cuda":
-            future = torch.futures.Future(devices=[device])
-            ready = torch.cuda.Event()
-            ready.record()
-        else:
-            future = torch.futures.Future()
-            ready = None
-
-        def run():
-            try:
-                if ready is not None:
-                    ready.synchronize()
-                future.set_result(work())
-            except BaseException as e:  # the training loop gets it from the future
-                future.set_exception(e)
-
-        self._worker.submit(run)
-        return future
+        """Runs `work` on the channel's worker; a future of its result. For a CUDA
+        `device`, the work waits for what the current stream has queued so far."""
+        return self.channel.submit(work, device)
 
     def step(self, module):
         """Counts a training step; every `resync_every` steps re-synchronises the
@@ -149,7 +132,7 @@ class HookState:
         for p in params:
             shared[at:at + p.numel()].copy_(p.reshape(-1))
             at += p.numel()
-        self.transport.allreduce_shared(total, [], loss_bound=0.0)
+        self.channel.allreduce(total, [], loss_bound=0.0)
         shared.div_(self.world_size)
         drift, at = 0.0, 0
         for p in params:
@@ -162,10 +145,8 @@ class HookState:
         return drift
 
     def close(self):
-        self._worker.shutdown(wait=True)
-        self._view = None
-        self.transport.close()
-
+        if self._owns_channel:
+            self.channel.close()
 
 def allreduce_hook(state, bucket):
     """DDP communication hook: the bucket averaged over every rank by the transport,

@@ -218,9 +218,114 @@ def departure():
     emit(out)
 
 
+def backend():
+    """init_process_group("mlt"): every collective the backend offers against gloo's
+    (a gloo group beside it) or against what every rank gave, bit for bit; DDP without
+    a hook trains as on gloo; the hook shares the group's connection; what the backend
+    does not offer says so."""
+    dist.init_process_group("mlt")
+    gloo = dist.new_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    g = torch.Generator().manual_seed(100 + rank)
+    out = {"rank": rank, "world_size": world, "backend": dist.get_backend()}
+
+    def summed(dtype, op):
+        t = (torch.randn(5000, generator=g) * 100).to(dtype)
+        # gloo sums no bfloat16: its float32 sum, rounded, is what the backend gives.
+        reference = t.float() if dtype == torch.bfloat16 else t.clone()
+        dist.all_reduce(reference, op=dist.ReduceOp.SUM, group=gloo)
+        reference = reference.to(dtype)
+        if op == dist.ReduceOp.AVG:
+            reference = (reference.double() / world).to(dtype) if dtype != torch.int64 else reference // world
+        dist.all_reduce(t, op=op)
+        # Bits as gloo's with two ranks; with more the transport adds in another order.
+        return {"bits_equal": bool(torch.equal(t, reference)),
+                "max_rel": ((t.double() - reference.double()).abs().max()
+                            / reference.double().abs().max()).item()}
+
+    out["all_reduce"] = {
+        "f32_sum": summed(torch.float32, dist.ReduceOp.SUM),
+        "f16_sum": summed(torch.float16, dist.ReduceOp.SUM),
+        "bf16_sum": summed(torch.bfloat16, dist.ReduceOp.SUM),
+        "i64_sum": summed(torch.int64, dist.ReduceOp.SUM),
+        "f32_avg": summed(torch.float32, dist.ReduceOp.AVG),
+    }
+    # Broadcast and all-gather move bytes: any dtype, any bit pattern (what each rank
+    # gives is known to all).
+    def given(r):
+        return {
+            "i64": torch.arange(7, dtype=torch.int64) * (1 << 40) + r,
+            "f32": torch.tensor([float("nan"), -0.0, float("inf"), 1e-40, r + 0.5]),
+            "bool": torch.tensor([True, r == 0, False]),
+            "u8": torch.arange(5, dtype=torch.uint8) + r,
+        }
+
+    def bits(x):
+        return x.view(torch.uint8)
+
+    moved = {}
+    for name, t in given(rank).items():
+        b = t.clone()
+        dist.broadcast(b, src=world - 1)
+        gathered = [torch.empty_like(t) for _ in range(world)]
+        dist.all_gather(gathered, t)
+        moved[name] = {
+            "broadcast": bool(torch.equal(bits(b), bits(given(world - 1)[name]))),
+            "all_gather": all(torch.equal(bits(x), bits(given(r)[name]))
+                              for r, x in enumerate(gathered)),
+        }
+    out["moved"] = moved
+    flat = torch.empty(world * 3)
+    dist.all_gather_into_tensor(flat, torch.full((3,), float(rank)))
+    out["all_gather_base"] = flat.tolist()
+    parts = [torch.full((4,), float(rank * 10 + r)) for r in range(world)]
+    got = torch.empty(4)
+    dist.reduce_scatter(got, parts)
+    out["reduce_scatter"] = got.tolist()
+    got = torch.empty(4)
+    dist.reduce_scatter_tensor(got, torch.cat(parts))
+    out["reduce_scatter_tensor"] = got.tolist()
+    reduced = torch.full((2,), float(rank + 1))
+    dist.reduce(reduced, dst=0)
+    out["reduce_at_root"] = reduced.tolist() if rank == 0 else None
+    dist.barrier()
+    try:
+        dist.all_reduce(torch.ones(3, dtype=torch.float64))
+        out["f64"] = "summed"
+    except (TypeError, RuntimeError) as e:
+        out["f64"] = str(e)
+    try:
+        dist.all_to_all([torch.empty(1)] * world, [torch.empty(1)] * world)
+        out["all_to_all"] = "ran"
+    except (NotImplementedError, RuntimeError) as e:
+        out["all_to_all"] = str(e)
+
+    # DDP without a hook, beside the same model on gloo: the same gradients, bit for bit.
+    nets = [model(), model()]
+    ddps = [DDP(nets[0]), DDP(nets[1], process_group=gloo)]
+    x, y = rank_input()
+    for ddp in ddps:
+        for _ in range(2):
+            ((ddp(x) - y) ** 2).mean().backward()
+    grads = [torch.cat([p.grad.reshape(-1) for p in n.parameters()]) for n in nets]
+    out["ddp_equals_gloo"] = bool(torch.equal(grads[0], grads[1]))
+    out["ddp_max_diff"] = (grads[0] - grads[1]).abs().max().item()
+    # The hook on the mlt group: the group's own connection.
+    net = model()
+    ddp = DDP(net)
+    state = mlt.HookState(net)
+    ddp.register_comm_hook(state, mlt.allreduce_hook)
+    ((ddp(x) - y) ** 2).mean().backward()
+    out["hook_shares_the_group"] = state.channel is mlt.backend.default_channel()
+    out["hook_delivered"] = state.delivered
+    emit(out)
+
+
 if __name__ == "__main__":
+    import faulthandler
+    faulthandler.dump_traceback_later(60, exit=True)
     {"gloo": against_gloo, "half": half_precision, "resync": resync,
-     "errors": errors, "departure": departure}[sys.argv[1]]()
+     "errors": errors, "departure": departure, "backend": backend}[sys.argv[1]]()
     # torch 1.13 can abort at exit ("terminate called without an active exception")
     # when gloo's process group is left to the interpreter's teardown.
     if dist.is_initialized():

@@ -79,9 +79,11 @@ pub struct AllreduceArgs {
     /// Hosts (network namespaces) behind the switch.
     #[arg(long, default_value_t = 4)]
     pub hosts: usize,
-    /// Bytes per allreduce: 64MiB, 64MB, …
-    #[arg(long, default_value = "64MiB", value_parser = super::tensor_bytes)]
-    pub size: u64,
+    /// Bytes per allreduce: 64MiB, 64MB, … Several, comma-separated
+    /// (64KiB,1MiB,64MiB), sweep the sizes on one fabric and end with a table of
+    /// them; --json then prints a list of reports, one per size.
+    #[arg(long, default_value = "64MiB", value_parser = super::tensor_bytes, value_delimiter = ',')]
+    pub size: Vec<u64>,
     /// Link rate: 1gbit, 100mbit, …
     #[arg(long, default_value = "1gbit", value_parser = units::mbps)]
     pub rate: u64,
@@ -198,7 +200,7 @@ fn allreduce(args: AllreduceArgs) -> anyhow::Result<()> {
             switch_buffer_ms: args.switch_buffer_ms,
             loss_percent: args.loss,
         },
-        size_bytes: args.size,
+        size_bytes: args.size[0],
         iterations: args.iterations,
         collective: args.collective.into(),
         loss_bound: args.loss_bound,
@@ -213,7 +215,13 @@ fn allreduce(args: AllreduceArgs) -> anyhow::Result<()> {
     if let Some(why) = netns::unavailable() {
         anyhow::bail!("cannot build a namespace fabric: {why}");
     }
-    report(args.json, |exe, scratch| bench::run(&spec, exe, scratch))
+    if let [_] = args.size[..] {
+        report(args.json, |exe, scratch| bench::run(&spec, exe, scratch))
+    } else {
+        report(args.json, |exe, scratch| {
+            bench::sweep(&spec, &args.size, exe, scratch)
+        })
+    }
 }
 
 fn train(args: TrainArgs) -> anyhow::Result<()> {

@@ -365,6 +365,77 @@ pub fn gloo_unavailable() -> Option<String> {
 pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchReport, String> {
     let fabric =
         Fabric::create(&spec.fabric).map_err(|e| format!("cannot build the fabric: {e}"))?;
+    measure(&fabric, spec, endhost, scratch)
+}
+
+/// The benchmark at each of `sizes` on one fabric, one size after another (the
+/// transport, then gloo, at each).
+pub fn sweep(
+    spec: &BenchSpec,
+    sizes: &[u64],
+    endhost: &Path,
+    scratch: &Path,
+) -> Result<Sweep, String> {
+    let fabric =
+        Fabric::create(&spec.fabric).map_err(|e| format!("cannot build the fabric: {e}"))?;
+    let reports = sizes
+        .iter()
+        .map(|&size_bytes| {
+            let at = BenchSpec {
+                size_bytes,
+                ..spec.clone()
+            };
+            measure(&fabric, &at, endhost, scratch)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Sweep { reports })
+}
+
+/// Reports at several sizes, on one fabric.
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct Sweep {
+    pub reports: Vec<BenchReport>,
+}
+
+impl std::fmt::Display for Sweep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for report in &self.reports {
+            writeln!(f, "{report}")?;
+        }
+        writeln!(
+            f,
+            "{:>12} {:>11} {:>14} {:>10} {:>14} {:>11}",
+            "bytes", "optimum s", "endhost s", "of opt.", "gloo s", "gloo/ours"
+        )?;
+        for r in &self.reports {
+            let ours = &r.results[0];
+            let gloo = r.results.get(1);
+            writeln!(
+                f,
+                "{:>12} {:>11.4} {:>14.4} {:>9.1}% {:>14} {:>11}",
+                r.size_bytes,
+                r.optimum_s,
+                ours.median_s,
+                ours.of_optimum * 100.0,
+                gloo.map_or("-".into(), |g| format!("{:.4}", g.median_s)),
+                gloo.map_or("-".into(), |g| format!(
+                    "{:.2}×",
+                    g.median_s / ours.median_s
+                )),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One size's measurement on `fabric`.
+fn measure(
+    fabric: &Fabric,
+    spec: &BenchSpec,
+    endhost: &Path,
+    scratch: &Path,
+) -> Result<BenchReport, String> {
     let hosts = spec.fabric.hosts;
     let optimum = optimum_seconds(hosts, spec.size_bytes, spec.fabric.rate_mbit);
     let deadline = || {
@@ -447,7 +518,6 @@ pub fn run(spec: &BenchSpec, endhost: &Path, scratch: &Path) -> Result<BenchRepo
             }
         }
     }
-    drop(fabric);
     Ok(report)
 }
 

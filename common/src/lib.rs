@@ -7,10 +7,12 @@
 //! - [`outcome`]: how a device or host ended a run, and a run's counts;
 //! - [`input`]: reading a file someone gave us, bounded and regular;
 //! - [`files`]: making files and directories that no other user can redirect, replace
-//!   or read: scratch directories, output files, logs, locks and trusted directories.
+//!   or read: scratch directories, output files, logs, locks and trusted directories;
+//! - [`ethtool`]: a NIC's offloads and channels through the ethtool ioctl.
 //!
-//! No network and no async runtime: files are its only I/O.
+//! No network and no async runtime: files and the ethtool ioctl are its only I/O.
 
+pub mod ethtool;
 pub mod files;
 pub mod input;
 pub mod names;

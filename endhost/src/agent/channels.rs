@@ -5,6 +5,7 @@
 //! (`ethtool -l` / `ethtool -L NIC combined N`).
 
 use std::io;
+use std::os::fd::AsFd;
 
 use endhost_core::host::{Step, StepStatus};
 
@@ -34,8 +35,9 @@ pub struct Channels {
 }
 
 fn ethtool(nic: &str, channels: &mut EthtoolChannels) -> io::Result<()> {
+    let socket = mlt_common::ethtool::socket()?;
     // SAFETY: EthtoolChannels is the structure the channel commands take.
-    unsafe { super::ethtool::ethtool(nic, channels) }
+    unsafe { mlt_common::ethtool::command(socket.as_fd(), nic, channels) }
 }
 
 /// The NIC's channels; a NIC that reports none (a veth, many virtual NICs) has one

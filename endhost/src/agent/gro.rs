@@ -4,31 +4,20 @@
 //! malformed). Read and set through the ethtool ioctl (`ethtool -K NIC gro off`).
 
 use std::io;
+use std::os::fd::AsFd;
 
 use endhost_core::host::{Step, StepStatus};
-
-const ETHTOOL_GGRO: u32 = 0x2b;
-const ETHTOOL_SGRO: u32 = 0x2c;
-
-/// `struct ethtool_value`.
-#[repr(C)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
-}
+use mlt_common::ethtool::{self, GGRO, SGRO};
 
 fn ethtool(nic: &str, cmd: u32, data: u32) -> io::Result<u32> {
-    let mut value = EthtoolValue { cmd, data };
-    // SAFETY: EthtoolValue is the structure the one-value commands take.
-    unsafe { super::ethtool::ethtool(nic, &mut value) }?;
-    Ok(value.data)
+    ethtool::value(ethtool::socket()?.as_fd(), nic, cmd, data)
 }
 
 /// The step: GRO is off on `nic`, or is turned off (or, in check mode, would be).
 pub fn step(nic: &str, check: bool) -> Step {
     const NAME: &str = "gro";
     let action = format!("turn GRO off on {nic} (ethtool -K {nic} gro off): DPDK reads its frames");
-    let on = match ethtool(nic, ETHTOOL_GGRO, 0) {
+    let on = match ethtool(nic, GGRO, 0) {
         Ok(on) => on != 0,
         // A NIC without the feature merges nothing.
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => false,
@@ -40,7 +29,7 @@ pub fn step(nic: &str, check: bool) -> Step {
     if check {
         return Step::new(NAME, action, StepStatus::WouldChange);
     }
-    match ethtool(nic, ETHTOOL_SGRO, 0).and_then(|_| ethtool(nic, ETHTOOL_GGRO, 0)) {
+    match ethtool(nic, SGRO, 0).and_then(|_| ethtool(nic, GGRO, 0)) {
         Ok(0) => Step::new(NAME, action, StepStatus::Changed),
         Ok(_) => Step::failed(NAME, action, "the NIC keeps GRO on"),
         Err(e) => Step::failed(NAME, action, format!("ethtool: {e}")),
@@ -54,11 +43,11 @@ mod tests {
     #[test]
     fn check_mode_says_it_would_turn_gro_off_and_changes_nothing() {
         // lo merges what it receives (GRO on) on Linux.
-        assert_eq!(ethtool("lo", ETHTOOL_GGRO, 0).unwrap(), 1);
+        assert_eq!(ethtool("lo", GGRO, 0).unwrap(), 1);
         let step = step("lo", true);
         assert_eq!(step.status, StepStatus::WouldChange, "{step:?}");
         assert!(step.action.contains("gro off"), "{step:?}");
-        assert_eq!(ethtool("lo", ETHTOOL_GGRO, 0).unwrap(), 1, "unchanged");
+        assert_eq!(ethtool("lo", GGRO, 0).unwrap(), 1, "unchanged");
     }
 
     #[test]

@@ -8,7 +8,6 @@
 
 pub mod channels;
 pub mod dpdk;
-mod ethtool;
 pub mod gro;
 pub mod netlink;
 

@@ -120,16 +120,7 @@ impl Inbox {
                 ]
             })
             .collect();
-        // SAFETY: zeroed mmsghdrs are valid; each points at two iovecs we own.
-        let mut messages: Vec<libc::mmsghdr> = iovecs
-            .iter_mut()
-            .map(|iov| {
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_iov = iov.as_mut_ptr();
-                m.msg_hdr.msg_iovlen = 2;
-                m
-            })
-            .collect();
+        let mut messages: Vec<libc::mmsghdr> = iovecs.iter_mut().map(|iov| message(iov)).collect();
         // SAFETY: the messages point into buffers that outlive the call.
         let got = unsafe {
             libc::recvmmsg(
@@ -167,6 +158,15 @@ impl Inbox {
     }
 }
 
+/// A message of `iovecs` (which must outlive the call it is given to).
+fn message(iovecs: &mut [libc::iovec]) -> libc::mmsghdr {
+    // SAFETY: a zeroed mmsghdr is valid (no name, no control data).
+    let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+    m.msg_hdr.msg_iov = iovecs.as_mut_ptr();
+    m.msg_hdr.msg_iovlen = iovecs.len();
+    m
+}
+
 /// Sends frames out of interface `index`, each given as its parts in order, in
 /// batches; how many the kernel refused.
 pub fn send_all(socket: &OwnedFd, index: i32, frames: &[Vec<&[u8]>]) -> u64 {
@@ -188,14 +188,11 @@ pub fn send_all(socket: &OwnedFd, index: i32, frames: &[Vec<&[u8]>]) -> u64 {
                     .collect()
             })
             .collect();
-        // SAFETY: zeroed mmsghdrs are valid; each points at its iovecs and the address,
-        // which outlive the call.
+        // Each message names the address, which outlives the call.
         let mut messages: Vec<libc::mmsghdr> = iovecs
             .iter_mut()
             .map(|iov| {
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_iov = iov.as_mut_ptr();
-                m.msg_hdr.msg_iovlen = iov.len();
+                let mut m = message(iov);
                 m.msg_hdr.msg_name = (&mut address as *mut libc::sockaddr_ll).cast();
                 m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
                 m

@@ -4,10 +4,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-/// Progress of a run: the index (into the items) of what started or finished.
+/// Progress of a run: the index (into the items) of what started or finished. A
+/// finished item's result may be trimmed before it is kept.
 pub enum Progress<'a, R> {
     Started(usize),
-    Finished(usize, &'a R),
+    Finished(usize, &'a mut R),
 }
 
 /// Runs `work` on every item, `forks` at a time, and calls `on_progress` on this thread
@@ -48,8 +49,8 @@ pub fn run<T: Sync, R: Send>(
         for event in rx {
             match event {
                 Event::Started(slot) => on_progress(Progress::Started(slot)),
-                Event::Finished(slot, result) => {
-                    on_progress(Progress::Finished(slot, &result));
+                Event::Finished(slot, mut result) => {
+                    on_progress(Progress::Finished(slot, &mut result));
                     results[slot] = Some(result);
                 }
             }

@@ -17,6 +17,8 @@ pub struct Row {
     pub max_ms: f64,
     /// Largest peak RSS over the runs, for whole-command rows.
     pub peak_rss_mib: Option<f64>,
+    /// Median CPU time of the command itself (not its children), where measured.
+    pub own_cpu_ms: Option<f64>,
 }
 
 /// `--runs N` from the command line, or `default`.
@@ -56,6 +58,45 @@ pub fn command_row(label: &str, binary: &Path, args: &[&str], runs: usize) -> Ro
 
 /// Waits for `pid`; returns its exit code and peak resident set in KiB.
 fn wait_with_rusage(pid: libc::pid_t) -> (i32, i64) {
+    let (code, usage) = wait_for(pid);
+    (code, usage.peak_kib)
+}
+
+/// What a finished command cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    pub wall: Duration,
+    /// Its own CPU time, user and system (not its children's).
+    pub cpu: Duration,
+    pub peak_kib: i64,
+}
+
+/// Runs `command` to the end, its stdout written to `log`; panics with the log's end
+/// unless it succeeds. Returns its wall time, its own CPU time and peak RSS.
+pub fn run_measured(command: &mut Command, log: &Path) -> Usage {
+    let out = std::fs::File::create(log).expect("the log file");
+    let start = Instant::now();
+    #[expect(
+        clippy::zombie_processes,
+        reason = "reaped by wait4, which also reports its rusage"
+    )]
+    let child = command.stdout(out).spawn().expect("the command starts");
+    let (code, mut usage) = wait_for(child.id() as libc::pid_t);
+    usage.wall = start.elapsed();
+    if code != 0 {
+        // What went wrong, without the lines of what went well.
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let wrong: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("changed ") && !l.starts_with("ok "))
+            .take(60)
+            .collect();
+        panic!("{command:?} exited with {code}:\n{}", wrong.join("\n"));
+    }
+    usage
+}
+
+fn wait_for(pid: libc::pid_t) -> (i32, Usage) {
     let mut status = 0;
     // SAFETY: rusage is plain old data, fully written by wait4 on success.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -67,7 +108,13 @@ fn wait_with_rusage(pid: libc::pid_t) -> (i32, i64) {
     } else {
         -1
     };
-    (code, usage.ru_maxrss)
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let usage = Usage {
+        wall: Duration::ZERO,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        peak_kib: usage.ru_maxrss,
+    };
+    (code, usage)
 }
 
 /// Times `step` `runs` times in this process.
@@ -92,23 +139,38 @@ pub fn row(what: String, mut times: Vec<Duration>) -> Row {
         median_ms: ms(times[times.len() / 2]),
         max_ms: ms(times[times.len() - 1]),
         peak_rss_mib: None,
+        own_cpu_ms: None,
     }
+}
+
+/// A row of commands run with [`run_measured`]: wall times, median own CPU, peak RSS.
+pub fn usage_row(what: String, usages: &[Usage]) -> Row {
+    let mut cpu: Vec<Duration> = usages.iter().map(|u| u.cpu).collect();
+    cpu.sort();
+    let peak = usages.iter().map(|u| u.peak_kib).max().unwrap_or(0);
+    let mut row = row(what, usages.iter().map(|u| u.wall).collect());
+    row.peak_rss_mib = Some(peak as f64 / 1024.0);
+    row.own_cpu_ms = Some(cpu[cpu.len() / 2].as_secs_f64() * 1000.0);
+    row
 }
 
 /// The table, then the rows as one JSON line.
 pub fn print(title: &str, rows: &[Row], extra: serde_json::Value) {
     println!("{title}");
     println!(
-        "{:<48} {:>9} {:>9} {:>9} {:>10}",
-        "what", "min ms", "median ms", "max ms", "peak MiB"
+        "{:<48} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "what", "min ms", "median ms", "max ms", "peak MiB", "own CPU ms"
     );
+    let shown = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     for r in rows {
-        let peak = r
-            .peak_rss_mib
-            .map_or("-".to_string(), |m| format!("{m:.1}"));
         println!(
-            "{:<48} {:>9.1} {:>9.1} {:>9.1} {:>10}",
-            r.what, r.min_ms, r.median_ms, r.max_ms, peak
+            "{:<48} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>10}",
+            r.what,
+            r.min_ms,
+            r.median_ms,
+            r.max_ms,
+            shown(r.peak_rss_mib),
+            shown(r.own_cpu_ms)
         );
     }
     let mut json = serde_json::json!({ "rows": rows });

@@ -131,7 +131,7 @@ impl Rolling {
     }
 
     /// Whether a batch with these results stops the run.
-    fn stops_after(&self, batch: &[DeviceResult]) -> bool {
+    fn stops_after(&self, batch: &[Outcome]) -> bool {
         let failed = batch
             .iter()
             .filter(|r| matches!(r.status, Status::Failed | Status::Unreachable))
@@ -175,21 +175,41 @@ pub struct DeviceResult {
 }
 
 /// Progress of a run, in the order things happen.
-pub enum Event {
+pub enum Event<'a> {
     Started(String),
-    Finished(Box<DeviceResult>),
+    Finished(&'a DeviceResult),
+}
+
+/// What a run keeps of a device once it is journalled and reported; the rest of its
+/// result (configurations, commands, diffs) is dropped then, not held to the run's end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub device: String,
+    pub status: Status,
+    /// A commit waits for the admin to confirm it.
+    pub unconfirmed: bool,
+}
+
+impl Outcome {
+    fn of(result: &DeviceResult) -> Outcome {
+        Outcome {
+            device: result.device.clone(),
+            status: result.status,
+            unconfirmed: result.unconfirmed.is_some(),
+        }
+    }
 }
 
 /// Applies the plan to `targets` (indices into `switches`), batch by batch and `forks`
 /// at a time, records each device in `journal` as it goes, and calls `on_event` on this
-/// thread as devices start and finish. Results come back in `targets` order.
+/// thread as devices start and finish. Outcomes come back in `targets` order.
 pub fn run(
     switches: &[SwitchPlan],
     targets: &[usize],
     options: &ApplyOptions,
     journal: &Mutex<Journal>,
     on_event: &mut dyn FnMut(&Event),
-) -> Vec<DeviceResult> {
+) -> Vec<Outcome> {
     let mut results = Vec::with_capacity(targets.len());
     let mut stopped: Option<String> = None;
     for (number, batch) in options.rolling.batches(targets).iter().enumerate() {
@@ -198,28 +218,32 @@ pub fn run(
                 let mut result = DeviceResult::new(&switches[index]);
                 result.status = Status::Skipped;
                 result.message = Some(format!("not contacted: {why}"));
-                on_event(&Event::Finished(Box::new(result.clone())));
-                results.push(result);
+                on_event(&Event::Finished(&result));
+                results.push(Outcome::of(&result));
             }
             continue;
         }
+        // Each result is reported, then dropped: only its outcome is kept.
         let done = parallel::run(
             batch,
             options.forks,
             |&index| {
                 let result = contained(&switches[index], options, journal);
                 lock(journal).record(&options.run, &result);
-                result
+                (Outcome::of(&result), Some(result))
             },
-            &mut |progress: Progress<'_, DeviceResult>| match progress {
+            &mut |progress: Progress<'_, (Outcome, Option<DeviceResult>)>| match progress {
                 Progress::Started(slot) => {
                     on_event(&Event::Started(switches[batch[slot]].intent.name.clone()))
                 }
-                Progress::Finished(_, result) => {
-                    on_event(&Event::Finished(Box::new(result.clone())))
+                Progress::Finished(_, (_, result)) => {
+                    if let Some(result) = result.take() {
+                        on_event(&Event::Finished(&result));
+                    }
                 }
             },
         );
+        let done: Vec<Outcome> = done.into_iter().map(|(outcome, _)| outcome).collect();
         if !options.rolling.serial.is_empty() && options.rolling.stops_after(&done) {
             stopped = Some(format!(
                 "batch {} had more than {}% of its switches failed or unreachable",

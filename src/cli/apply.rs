@@ -293,7 +293,7 @@ fn push_reported(
     let journal = journal.into_inner().unwrap_or_else(|e| e.into_inner());
     problems.extend(journal.failures().iter().cloned());
     let summary = Summary::of(results.iter().map(|r| &r.status));
-    let unconfirmed = results.iter().filter(|r| r.unconfirmed.is_some()).count();
+    let unconfirmed = results.iter().filter(|r| r.unconfirmed).count();
     let recorded = if how.check {
         "nothing (--check)".to_string()
     } else {

@@ -10,6 +10,9 @@ use mlt_common::shell::ShellCommand;
 
 pub struct Cumulus;
 
+/// The most `nv` commands one shell on the switch runs while loading a change.
+const COMMANDS_PER_SHELL: usize = 100;
+
 impl Device for Cumulus {
     fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run(
@@ -25,10 +28,23 @@ impl Device for Cumulus {
         commands: &str,
         _running: &str,
     ) -> Result<(), PushError> {
-        // One shell reads the commands and stops at the first that fails. The commands
-        // come from the NVUE template, which quotes every word it did not write itself.
-        let script = format!("nv config detach\n{commands}");
-        run(t, &ShellCommand::new("sh -es"), &script).map(drop)
+        // A shell reads the commands and stops at the first that fails. The commands
+        // come from the NVUE template, which quotes every word it did not write itself,
+        // one to a line. Each `nv set` is a request to NVUE's daemon, and a spine's
+        // static routes are thousands of them: a shell takes at most
+        // COMMANDS_PER_SHELL, so that --command-timeout bounds each batch, not the whole
+        // change. The pending revision collects them all.
+        run(t, &ShellCommand::new("nv config detach"), "")?;
+        let lines: Vec<&str> = commands.lines().collect();
+        for batch in lines.chunks(COMMANDS_PER_SHELL) {
+            let script = batch.iter().fold(String::new(), |mut s, line| {
+                s.push_str(line);
+                s.push('\n');
+                s
+            });
+            run(t, &ShellCommand::new("sh -es"), &script)?;
+        }
+        Ok(())
     }
 
     fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
@@ -59,5 +75,51 @@ impl Device for Cumulus {
 
     fn reverts_by_itself(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::push::tests::Recorder;
+
+    #[test]
+    fn a_large_change_is_loaded_in_batches_after_one_detach() {
+        let commands: String = (0..250)
+            .map(|i| format!("nv set vrf default router static 10.{i}.0.0/24 via 10.0.0.1\n"))
+            .collect();
+        let mut t = Recorder::default();
+        Cumulus.load_candidate(&mut t, &commands, "").unwrap();
+        assert_eq!(t.sent[0], "exec nv config detach\n");
+        let batches: Vec<Vec<&str>> = t.sent[1..]
+            .iter()
+            .map(|s| {
+                let script = s.strip_prefix("exec sh -es\n").expect("a shell per batch");
+                script.lines().collect()
+            })
+            .collect();
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [100, 100, 50]);
+        let sent: Vec<&str> = batches.concat();
+        assert_eq!(sent, commands.lines().collect::<Vec<_>>(), "all, in order");
+    }
+
+    #[test]
+    fn a_refused_detach_sends_no_command() {
+        let commands = "nv set a 1\n".repeat(150);
+        let mut t = Recorder {
+            reply: crate::push::Output {
+                stderr: "Error: bad\n".into(),
+                status: 1,
+                ..Default::default()
+            },
+            ..Recorder::default()
+        };
+        assert!(Cumulus.load_candidate(&mut t, &commands, "").is_err());
+        assert_eq!(
+            t.sent,
+            ["exec nv config detach\n"],
+            "nothing after the failed detach"
+        );
     }
 }

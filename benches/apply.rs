@@ -105,7 +105,7 @@ fn number_after(name: &str) -> Option<usize> {
 
 /// A fabric of `spines` and `leaves` (one host each), SONiC and Cumulus alternating,
 /// every switch factory-empty.
-fn fabric(dir: &Path, name: &str, spines: usize, leaves: usize) -> (Fabric, Initial) {
+fn make_fabric(dir: &Path, name: &str, spines: usize, leaves: usize) -> (Fabric, Initial) {
     let source = dir.join(format!("{name}.yaml"));
     let size = FabricSize {
         spines,
@@ -141,7 +141,7 @@ impl Initial {
 
 /// 64 switches: mltctl at 16, 1 and 64 forks, and Ansible copying the rendered files.
 fn against_ansible(dir: &Path, runs: usize) -> Vec<Row> {
-    let (fabric, initial) = fabric(dir, "fabric-64", 4, 60);
+    let (fabric, initial) = make_fabric(dir, "fabric-64", 4, 60);
     let rendered = dir.join("rendered");
     let status = Command::new(env!("CARGO_BIN_EXE_mltctl"))
         .args(["render", "-i"])
@@ -191,7 +191,7 @@ fn against_ansible(dir: &Path, runs: usize) -> Vec<Row> {
 /// `switches` switches (16 spines, the rest leaves) at [`SCALE_FORKS`].
 fn at_scale(dir: &Path, switches: usize, runs: usize) -> Row {
     let spines = 16.min(switches / 2);
-    let (fabric, initial) = fabric(dir, "fabric-scale", spines, switches - spines);
+    let (fabric, initial) = make_fabric(dir, "fabric-scale", spines, switches - spines);
     let mut busy = Vec::new();
     let usages: Vec<Usage> = (0..runs)
         .map(|_| {

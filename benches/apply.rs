@@ -227,9 +227,11 @@ fn machine_busy() -> f64 {
         .skip(1)
         .map(|f| f.parse().expect("a number"))
         .collect();
-    // user nice system idle iowait irq softirq steal …; the kernel counts in USER_HZ.
-    let busy: f64 = fields.iter().take(8).sum::<f64>() - fields[3] - fields[4];
-    busy / 100.0
+    // user nice system idle iowait irq softirq (steal: another guest's, not ours).
+    let busy: f64 = fields.iter().take(7).sum::<f64>() - fields[3] - fields[4];
+    // SAFETY: sysconf only reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    busy / ticks as f64
 }
 
 fn mltctl_apply(fabric: &Fabric, forks: u16) -> Command {

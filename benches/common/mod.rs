@@ -17,7 +17,7 @@ pub struct Row {
     pub max_ms: f64,
     /// Largest peak RSS over the runs, for whole-command rows.
     pub peak_rss_mib: Option<f64>,
-    /// Median CPU time of the command itself (not its children), where measured.
+    /// Median CPU time of the command (and descendants it reaped), where measured.
     pub own_cpu_ms: Option<f64>,
 }
 
@@ -66,13 +66,13 @@ fn wait_with_rusage(pid: libc::pid_t) -> (i32, i64) {
 #[derive(Debug, Clone, Copy)]
 pub struct Usage {
     pub wall: Duration,
-    /// Its own CPU time, user and system (not its children's).
+    /// Its CPU time, user and system (wait4 adds descendants it reaped; mltctl has none).
     pub cpu: Duration,
     pub peak_kib: i64,
 }
 
 /// Runs `command` to the end, its stdout written to `log`; panics with the log's end
-/// unless it succeeds. Returns its wall time, its own CPU time and peak RSS.
+/// unless it succeeds. Returns its wall time, CPU time and peak RSS.
 pub fn run_measured(command: &mut Command, log: &Path) -> Usage {
     let out = std::fs::File::create(log).expect("the log file");
     let start = Instant::now();

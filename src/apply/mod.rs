@@ -223,7 +223,8 @@ pub fn run(
             }
             continue;
         }
-        // Each result is reported, then dropped: only its outcome is kept.
+        // Each result is reported, then dropped: only its outcome is kept (the Option
+        // lets the reporter take the result out of the slot parallel::run keeps).
         let done = parallel::run(
             batch,
             options.forks,

@@ -10,8 +10,9 @@ use mlt_common::shell::ShellCommand;
 
 pub struct Cumulus;
 
-/// The most `nv` commands one shell on the switch runs while loading a change.
-const COMMANDS_PER_SHELL: usize = 100;
+/// The most `nv` commands one shell on the switch runs while loading a change: at a
+/// second or so each, well within the default --command-timeout (120 s).
+const COMMANDS_PER_SHELL: usize = 25;
 
 impl Device for Cumulus {
     fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
@@ -28,20 +29,20 @@ impl Device for Cumulus {
         commands: &str,
         _running: &str,
     ) -> Result<(), PushError> {
-        // A shell reads the commands and stops at the first that fails. The commands
-        // come from the NVUE template, which quotes every word it did not write itself,
-        // one to a line. Each `nv set` is a request to NVUE's daemon, and a spine's
-        // static routes are thousands of them: a shell takes at most
-        // COMMANDS_PER_SHELL, so that --command-timeout bounds each batch, not the whole
-        // change. The pending revision collects them all.
+        // A shell runs a batch and stops at the first command that fails; the pending
+        // revision collects every batch. Each `nv` command is a request to NVUE's
+        // daemon (about a second on a switch), so batches keep --command-timeout a
+        // bound per batch, not per change (a spine's static routes are ~1,000 commands).
+        // The commands come from the NVUE template, which quotes every word it did not
+        // write itself.
+        let lines = super::commands::commands(commands).map_err(|line| PushError::Rejected {
+            command: "sh -es".into(),
+            message: format!("line {line} of the change opens a quote it never closes"),
+        })?;
         run(t, &ShellCommand::new("nv config detach"), "")?;
-        let lines: Vec<&str> = commands.lines().collect();
         for batch in lines.chunks(COMMANDS_PER_SHELL) {
-            let script = batch.iter().fold(String::new(), |mut s, line| {
-                s.push_str(line);
-                s.push('\n');
-                s
-            });
+            let mut script = batch.iter().map(|c| c.text).collect::<Vec<_>>().join("\n");
+            script.push('\n');
             run(t, &ShellCommand::new("sh -es"), &script)?;
         }
         Ok(())
@@ -85,7 +86,7 @@ mod tests {
 
     #[test]
     fn a_large_change_is_loaded_in_batches_after_one_detach() {
-        let commands: String = (0..250)
+        let commands: String = (0..60)
             .map(|i| format!("nv set vrf default router static 10.{i}.0.0/24 via 10.0.0.1\n"))
             .collect();
         let mut t = Recorder::default();
@@ -99,14 +100,14 @@ mod tests {
             })
             .collect();
         let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
-        assert_eq!(sizes, [100, 100, 50]);
+        assert_eq!(sizes, [25, 25, 10]);
         let sent: Vec<&str> = batches.concat();
         assert_eq!(sent, commands.lines().collect::<Vec<_>>(), "all, in order");
     }
 
     #[test]
     fn a_refused_detach_sends_no_command() {
-        let commands = "nv set a 1\n".repeat(150);
+        let commands = "nv set a 1\n".repeat(30);
         let mut t = Recorder {
             reply: crate::push::Output {
                 stderr: "Error: bad\n".into(),
@@ -121,5 +122,53 @@ mod tests {
             ["exec nv config detach\n"],
             "nothing after the failed detach"
         );
+    }
+
+    /// Answers the first `good` commands with success, then fails every one.
+    struct FailsAfter {
+        good: usize,
+        sent: Vec<String>,
+    }
+
+    impl Session for FailsAfter {
+        fn exec(
+            &mut self,
+            command: &ShellCommand,
+            input: &str,
+        ) -> std::io::Result<crate::push::Output> {
+            self.sent.push(format!("exec {command}\n{input}"));
+            let status = if self.sent.len() > self.good { 1 } else { 0 };
+            Ok(crate::push::Output {
+                status,
+                stderr: "Error: rejected\n".into(),
+                ..Default::default()
+            })
+        }
+
+        fn cli(&mut self, _script: &str) -> std::io::Result<crate::push::Output> {
+            unreachable!("NVUE is driven through a shell")
+        }
+    }
+
+    #[test]
+    fn a_rejected_batch_stops_the_load() {
+        let commands = "nv set a 1\n".repeat(3 * COMMANDS_PER_SHELL);
+        // The detach and the first batch succeed; the second batch fails.
+        let mut t = FailsAfter {
+            good: 2,
+            sent: Vec::new(),
+        };
+        assert!(Cumulus.load_candidate(&mut t, &commands, "").is_err());
+        assert_eq!(t.sent.len(), 3, "no batch after the rejected one");
+    }
+
+    #[test]
+    fn a_quote_that_never_closes_sends_nothing() {
+        let mut t = Recorder::default();
+        let err = Cumulus
+            .load_candidate(&mut t, "nv set a 1\nnv set b 'open\n", "")
+            .unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+        assert!(t.sent.is_empty());
     }
 }

@@ -8,12 +8,17 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 
-/// The legacy one-value commands [`value`] takes (the kernel maps them onto features).
-pub const STXCSUM: u32 = 0x17;
-pub const STSO: u32 = 0x1f;
-pub const SGSO: u32 = 0x24;
-pub const GGRO: u32 = 0x2b;
-pub const SGRO: u32 = 0x2c;
+/// A legacy one-value command, the only kind [`value`] runs (the kernel maps them onto
+/// features): only this module makes them, so a safe call cannot name a command that
+/// writes a larger structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OneValue(u32);
+
+pub const STXCSUM: OneValue = OneValue(0x17);
+pub const STSO: OneValue = OneValue(0x1f);
+pub const SGSO: OneValue = OneValue(0x24);
+pub const GGRO: OneValue = OneValue(0x2b);
+pub const SGRO: OneValue = OneValue(0x2c);
 
 /// `struct ethtool_value`.
 #[repr(C)]
@@ -58,10 +63,9 @@ pub unsafe fn command<T>(socket: BorrowedFd<'_>, nic: &str, data: &mut T) -> io:
     Ok(())
 }
 
-/// Runs one-value command `cmd` (one of the constants above) with `data`; the value
-/// the kernel gives back.
-pub fn value(socket: BorrowedFd<'_>, nic: &str, cmd: u32, data: u32) -> io::Result<u32> {
-    let mut value = Value { cmd, data };
+/// Runs one-value command `cmd` with `data`; the value the kernel gives back.
+pub fn value(socket: BorrowedFd<'_>, nic: &str, cmd: OneValue, data: u32) -> io::Result<u32> {
+    let mut value = Value { cmd: cmd.0, data };
     // SAFETY: Value is `struct ethtool_value`, what the one-value commands take.
     unsafe { command(socket, nic, &mut value) }?;
     Ok(value.data)

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use mlt_common::ethtool::{self, GGRO, SGSO, STSO, STXCSUM};
+use mlt_common::ethtool::{self, GGRO, OneValue, SGSO, STSO, STXCSUM};
 
 use crate::{Namespace, NetnsError};
 
@@ -61,7 +61,7 @@ impl Nic {
         Ok(())
     }
 
-    fn ethtool(&self, cmd: u32, data: u32) -> io::Result<u32> {
+    fn ethtool(&self, cmd: OneValue, data: u32) -> io::Result<u32> {
         ethtool::value(self.socket.as_fd(), &self.name, cmd, data)
     }
 }

@@ -97,6 +97,18 @@ def _reduce_op(opts):
     raise NotImplementedError(f"the mlt backend sums (SUM, AVG), not {op}")
 
 
+def _refused(what):
+    """A collective the backend does not offer: it says so and names the way round."""
+
+    def refuse(self, *args):
+        raise NotImplementedError(
+            f"the mlt backend does not offer {what}: create a gloo group beside it "
+            "(dist.new_group(backend=\"gloo\"))"
+        )
+
+    return refuse
+
+
 class ProcessGroupMLT(dist.ProcessGroup):
     """The job's collectives on the launched transport. One per process, covering
     every rank of the job (hosts × processes per host)."""
@@ -269,32 +281,13 @@ class ProcessGroupMLT(dist.ProcessGroup):
 
         return self._run_now(work)
 
-    def _unsupported(self, what):
-        raise NotImplementedError(
-            f"the mlt backend does not offer {what}: create a gloo group beside it "
-            "(dist.new_group(backend=\"gloo\"))"
-        )
-
-    def gather(self, *args):
-        self._unsupported("gather")
-
-    def scatter(self, *args):
-        self._unsupported("scatter")
-
-    def alltoall(self, *args):
-        self._unsupported("all_to_all")
-
-    def alltoall_base(self, *args):
-        self._unsupported("all_to_all")
-
-    def send(self, *args):
-        self._unsupported("send")
-
-    def recv(self, *args):
-        self._unsupported("recv")
-
-    def recv_anysource(self, *args):
-        self._unsupported("recv")
+    gather = _refused("gather")
+    scatter = _refused("scatter")
+    alltoall = _refused("all_to_all")
+    alltoall_base = _refused("all_to_all")
+    send = _refused("send")
+    recv = _refused("recv")
+    recv_anysource = _refused("recv")
 
 
 def _create(store, rank, size, timeout):

@@ -78,9 +78,6 @@ class HookState:
     def __getstate__(self):
         raise TypeError("HookState holds a connection and cannot be pickled")
 
-    def _region(self, values):
-        return self.channel.region(values)
-
     def bucket_layers(self, bucket):
         """(first value, layer) breakpoints of a bucket's flat buffer."""
         out, at = [], 0
@@ -94,7 +91,7 @@ class HookState:
     def average(self, tensor, layers=(), loss_bound=None):
         """Averages `tensor` (any float dtype, any device) in place over the job."""
         flat = tensor.view(-1) if tensor.is_contiguous() else tensor.reshape(-1)
-        shared = self._region(flat.numel())
+        shared = self.channel.region(flat.numel())
         shared.copy_(flat)
         self.delivered = self.channel.allreduce(flat.numel(), layers, loss_bound)
         self.exact = self.transport.last_exact
@@ -127,7 +124,7 @@ class HookState:
     def _resync(self, module):
         params = list(module.parameters())
         total = sum(p.numel() for p in params)
-        shared = self._region(total)
+        shared = self.channel.region(total)
         at = 0
         for p in params:
             shared[at:at + p.numel()].copy_(p.reshape(-1))
@@ -147,6 +144,7 @@ class HookState:
     def close(self):
         if self._owns_channel:
             self.channel.close()
+
 
 def allreduce_hook(state, bucket):
     """DDP communication hook: the bucket averaged over every rank by the transport,

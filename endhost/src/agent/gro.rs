@@ -7,9 +7,9 @@ use std::io;
 use std::os::fd::AsFd;
 
 use endhost_core::host::{Step, StepStatus};
-use mlt_common::ethtool::{self, GGRO, SGRO};
+use mlt_common::ethtool::{self, GGRO, OneValue, SGRO};
 
-fn ethtool(nic: &str, cmd: u32, data: u32) -> io::Result<u32> {
+fn ethtool(nic: &str, cmd: OneValue, data: u32) -> io::Result<u32> {
     ethtool::value(ethtool::socket()?.as_fd(), nic, cmd, data)
 }
 

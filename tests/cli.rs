@@ -460,14 +460,15 @@ fn the_inventorys_dpdk_driver_is_what_bootstrap_binds_the_nic_to() {
         "{vdev}"
     );
     assert_eq!(transport["dpdk"]["no_huge"], true);
+    assert_eq!(transport["dpdk"]["inline_rx"], true);
     assert_eq!(
         plan("{kind: dpdk, driver: mlx5}", false)["dpdk"]["isolate"],
         true
     );
-    assert_eq!(
-        plan("{kind: dpdk, driver: vfio-pci}", false)["dpdk"]["isolate"],
-        false
-    );
+    let vfio = plan("{kind: dpdk, driver: vfio-pci}", false);
+    assert_eq!(vfio["dpdk"]["isolate"], false);
+    // A PMD that owns the NIC keeps an RX lcore per queue, on the host's cores.
+    assert_eq!(vfio["dpdk"]["inline_rx"], false);
 }
 
 #[test]

@@ -49,6 +49,10 @@ fn main() {
         ),
         ("two_dpdk_processes_allreduce_over_memif", memif),
         (
+            "with_the_datapath_thread_polling_every_queue_dpdk_hosts_are_exact",
+            inline_rx,
+        ),
+        (
             "dpdk_frames_carry_the_planned_dscp_ecn_checksums_and_macs",
             frames,
         ),
@@ -284,24 +288,60 @@ fn af_xdp() {
 fn memif() {
     let scratch = mlt_common::files::scratch_dir("endhost-memif-").unwrap();
     let socket = scratch.path().join("memif.sock");
-    let h = hosts("memif", [true, true], |config| {
-        let mac = config.local.mac;
-        let role = if config.rank == 1 { "server" } else { "client" };
-        config.job.datapath.rx_queues = 1;
-        config.dpdk.vdev = Some(
-            format!(
-                "net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
-                socket.display()
-            )
-            .parse()
-            .unwrap(),
-        );
-    });
+    let h = hosts("memif", [true, true], |config| on_memif(config, &socket));
     // Started together: the client (host 0) waits until its server listens.
     for collective in ["ring", "ps"] {
         exact(&h, collective, "memif");
         let _ = std::fs::remove_file(&socket);
     }
+}
+
+/// `dpdk.inline_rx`: the datapath thread polls the port itself, no RX lcores. On
+/// af_packet with four queues (the thread polls them all), beside a host on kernel
+/// sockets and beside another such host; then over memif.
+fn inline_rx() {
+    let inline = |config: &mut TransportConfig| config.dpdk.inline_rx = true;
+    for (what, dpdk) in [
+        ("inline beside the kernel", [true, false]),
+        ("two inline hosts", [true, true]),
+    ] {
+        let h = hosts(&format!("inline{}", dpdk[1]), dpdk, inline);
+        for collective in ["ring", "transpose"] {
+            exact(&h, collective, what);
+        }
+        let out = &h.run_both(&["--size", "1MiB", "--iterations", "1"])[0];
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let totals = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("endhost: DPDK datapath totals: "))
+            .unwrap_or_else(|| panic!("{what}: no DPDK totals: {stderr}"));
+        let totals: serde_json::Value = serde_json::from_str(totals).unwrap();
+        assert!(totals["rx_delivered"].as_u64().unwrap() > 0, "{totals}");
+        // Nothing is handed over, so nothing can overflow a handover ring.
+        assert_eq!(totals["rx_ring_full"], 0, "{what}: {totals}");
+    }
+    let scratch = mlt_common::files::scratch_dir("endhost-memif-inline-").unwrap();
+    let socket = scratch.path().join("memif.sock");
+    let h = hosts("memif-inline", [true, true], |config| {
+        inline(config);
+        on_memif(config, &socket);
+    });
+    exact(&h, "ring", "inline over memif");
+}
+
+/// Host `config.rank` on a memif port meeting its peer on `socket` (host 1 the server).
+fn on_memif(config: &mut TransportConfig, socket: &std::path::Path) {
+    let mac = config.local.mac;
+    let role = if config.rank == 1 { "server" } else { "client" };
+    config.job.datapath.rx_queues = 1;
+    config.dpdk.vdev = Some(
+        format!(
+            "net_memif0,role={role},socket={},socket-abstract=no,mac={mac}",
+            socket.display()
+        )
+        .parse()
+        .unwrap(),
+    );
 }
 
 /// One's-complement checksum over `data` (RFC 1071); zero when `data` includes a

@@ -175,8 +175,9 @@ pub fn transport_config(plan: &Plan, rank: usize) -> TransportConfig {
 }
 
 /// How the host starts DPDK, where the plan decides it: over the kernel interface
-/// (`af_packet`, `af_xdp`), a virtual device in ordinary memory whose RX lcores sleep
-/// when idle (the kernel already wakes them; busy polling would only take the host's
+/// (`af_packet`, `af_xdp`), a virtual device in ordinary memory whose queues the
+/// datapath thread polls itself, sleeping when idle (the kernel already does the
+/// device's work; an lcore per queue, or busy polling, would only take the host's
 /// cores).
 fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
     let queues = plan.job.datapath.rx_queues;
@@ -218,13 +219,14 @@ fn dpdk_options(plan: &Plan, me: &HostPlan) -> DpdkOptions {
     }
 }
 
-/// A virtual device over the NIC's kernel interface: ordinary memory, RX lcores that
-/// sleep when idle.
+/// A virtual device over the NIC's kernel interface: ordinary memory, the datapath
+/// thread polling the queues, sleeping when idle.
 fn over_the_kernel(vdev: Vdev) -> DpdkOptions {
     DpdkOptions {
         vdev: Some(vdev),
         no_huge: true,
         rx_idle_sleep_us: 50,
+        inline_rx: true,
         ..DpdkOptions::default()
     }
 }

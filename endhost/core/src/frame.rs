@@ -271,15 +271,48 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpDatagram<T> {
 }
 
 /// One's-complement sum of `data` as 16-bit big-endian words, added to `sum`.
-fn sum_words(data: &[u8], mut sum: u32) -> u32 {
-    let mut words = data.chunks_exact(2);
+///
+/// The sum does not depend on byte order but for a swap of its result (RFC 1071 §2), so
+/// it adds native 32-bit words into 64 bits (four times fewer additions, which the
+/// compiler vectorizes) and puts the folded result in network order. An odd last byte
+/// is the high byte of a zero-padded word, as RFC 768 pads. Where the CPU has AVX2 the
+/// same code runs built for it: twice the bytes per instruction.
+fn sum_words(data: &[u8], sum: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, as just checked.
+        return unsafe { sum_words_avx2(data, sum) };
+    }
+    sum_words_portable(data, sum)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_words_avx2(data: &[u8], sum: u32) -> u32 {
+    sum_words_portable(data, sum)
+}
+
+#[inline(always)]
+fn sum_words_portable(data: &[u8], sum: u32) -> u32 {
+    let mut wide = 0u64;
+    let mut words = data.chunks_exact(4);
     for w in &mut words {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        wide += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = words.remainder() {
-        sum += u32::from(*last) << 8;
+    let mut tail = [0u8; 4];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    wide += u64::from(u32::from_ne_bytes(tail));
+    let mut folded = (wide & 0xffff_ffff) + (wide >> 32);
+    while folded > 0xffff {
+        folded = (folded & 0xffff) + (folded >> 16);
     }
-    sum
+    let native = folded as u16;
+    let network = if cfg!(target_endian = "little") {
+        native.swap_bytes()
+    } else {
+        native
+    };
+    sum + u32::from(network)
 }
 
 fn fold(mut sum: u32) -> u16 {
@@ -473,6 +506,44 @@ mod tests {
         let frame = frame(b"mltctl", 0x82);
         assert_eq!(&frame[24..26], &[0x25, 0x47], "IPv4 checksum");
         assert_eq!(&frame[40..42], &[0x3e, 0xa2], "UDP checksum");
+    }
+
+    /// RFC 1071's sum as the RFC writes it: 16-bit big-endian words, one at a time.
+    fn sum_words_one_at_a_time(data: &[u8], mut sum: u32) -> u32 {
+        let mut words = data.chunks_exact(2);
+        for w in &mut words {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        if let [last] = words.remainder() {
+            sum += u32::from(*last) << 8;
+        }
+        sum
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_wide_sum_folds_to_the_word_by_word_sum(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..2100),
+            start in 0u32..0x3_ffff,
+        ) {
+            let expected = fold(sum_words_one_at_a_time(&data, start));
+            proptest::prop_assert_eq!(fold(sum_words(&data, start)), expected);
+            proptest::prop_assert_eq!(fold(sum_words_portable(&data, start)), expected);
+        }
+    }
+
+    #[test]
+    fn the_wide_sum_carries_at_every_width() {
+        for len in [0, 1, 2, 3, 4, 5, 7, 8, 9, 1500, 9001] {
+            let ones = vec![0xff; len];
+            let expected = fold(sum_words_one_at_a_time(&ones, 0xffff));
+            assert_eq!(fold(sum_words(&ones, 0xffff)), expected, "{len} bytes");
+            assert_eq!(
+                fold(sum_words_portable(&ones, 0xffff)),
+                expected,
+                "{len} bytes"
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_flow.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
@@ -122,6 +123,22 @@ uint16_t shim_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, ui
 }
 
 struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool) { return rte_pktmbuf_alloc(pool); }
+
+/* `n` fresh mbufs, all or none: 0, or a negative errno. */
+int shim_pktmbuf_alloc_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs, unsigned n)
+{
+    return rte_pktmbuf_alloc_bulk(pool, mbufs, n);
+}
+
+/* Gives the calling thread an lcore id, and with it a cache of its own in every
+ * mempool, unless it has one: 1 when this call registered it, 0 when it already had
+ * an id, -1 when none was free (the thread goes on without a cache). */
+int shim_thread_register(void)
+{
+    if (rte_lcore_id() != LCORE_ID_ANY)
+        return 0;
+    return rte_thread_register() == 0 && rte_lcore_id() != LCORE_ID_ANY ? 1 : -1;
+}
 
 void shim_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
 

@@ -77,6 +77,7 @@ unsafe extern "C" {
     pub fn rte_eal_remote_launch(f: lcore_function_t, arg: *mut c_void, worker_id: c_uint)
     -> c_int;
     pub fn rte_eal_wait_lcore(worker_id: c_uint) -> c_int;
+    pub fn rte_thread_unregister();
     pub fn rte_get_tsc_hz() -> u64;
 
     pub fn rte_eth_dev_count_avail() -> u16;
@@ -139,6 +140,12 @@ unsafe extern "C" {
     pub fn shim_rx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
     pub fn shim_tx_burst(port: u16, queue: u16, pkts: *mut *mut rte_mbuf, n: u16) -> u16;
     pub fn shim_pktmbuf_alloc(pool: *mut rte_mempool) -> *mut rte_mbuf;
+    pub fn shim_pktmbuf_alloc_bulk(
+        pool: *mut rte_mempool,
+        mbufs: *mut *mut rte_mbuf,
+        n: c_uint,
+    ) -> c_int;
+    pub fn shim_thread_register() -> c_int;
     pub fn shim_pktmbuf_free(m: *mut rte_mbuf);
     pub fn shim_mbuf_data(m: *mut rte_mbuf, len: *mut u16) -> *mut u8;
     pub fn shim_mbuf_append(m: *mut rte_mbuf, len: u16) -> *mut u8;

@@ -11,7 +11,7 @@ use endhost_core::config::{DatapathKind, RateControl};
 use endhost_core::vdev::VdevDriver;
 use mlt_common::units;
 
-use super::{Baseline, BlastRole, CollectiveArg, DatapathArg};
+use super::{Baseline, BlastRole, CollectiveArg, DatapathArg, RxPollingArg};
 
 /// Measure the transport on a namespace fabric built for the purpose.
 #[derive(clap::Subcommand)]
@@ -147,6 +147,16 @@ pub struct DatapathArgs {
         value_parser = vdev_driver
     )]
     pub vdev: Vec<VdevDriver>,
+    /// Who polls DPDK's RX queues, each compared on every --vdev: an lcore per queue
+    /// handing frames to the datapath thread, or the datapath thread itself
+    /// (`dpdk.inline_rx`).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "lcores,inline"
+    )]
+    pub rx: Vec<RxPollingArg>,
     /// Datagrams to blast from one namespace to the other.
     #[arg(long, default_value_t = 2_000_000)]
     pub packets: u64,
@@ -284,13 +294,17 @@ fn datapath(args: DatapathArgs) -> anyhow::Result<()> {
             DatapathArg::Udp => vec![System {
                 kind: DatapathKind::Udp,
                 vdev: None,
+                inline_rx: false,
             }],
             DatapathArg::Dpdk => args
                 .vdev
                 .iter()
-                .map(|v| System {
-                    kind: DatapathKind::Dpdk,
-                    vdev: Some(*v),
+                .flat_map(|v| {
+                    args.rx.iter().map(|rx| System {
+                        kind: DatapathKind::Dpdk,
+                        vdev: Some(*v),
+                        inline_rx: *rx == RxPollingArg::Inline,
+                    })
                 })
                 .collect(),
         })

@@ -82,6 +82,15 @@ pub enum DatapathArg {
     Dpdk,
 }
 
+/// Who polls DPDK's RX queues (`dpdk.inline_rx`).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RxPollingArg {
+    /// An lcore per queue, handing frames over to the datapath thread.
+    Lcores,
+    /// The datapath thread itself, run to completion.
+    Inline,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum BlastRole {
     Send,

@@ -37,7 +37,19 @@ pub(crate) fn wait_readable(
     second: RawFd,
     timeout: Option<Duration>,
 ) -> io::Result<()> {
-    let mut fds = [first, second].map(|fd| libc::pollfd {
+    poll_readable(&[first, second], timeout).map(|_| ())
+}
+
+/// Whether `fd` is readable, waiting at most `timeout` (zero: only looking).
+#[cfg(feature = "dpdk")]
+pub(crate) fn readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    poll_readable(&[fd], Some(timeout))
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes (None: no limit), a signal
+/// counting as a wake-up; whether one is readable.
+fn poll_readable<const N: usize>(fds: &[RawFd; N], timeout: Option<Duration>) -> io::Result<bool> {
+    let mut fds = fds.map(|fd| libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
@@ -49,15 +61,22 @@ pub(crate) fn wait_readable(
     let spec_ptr = spec
         .as_ref()
         .map_or(std::ptr::null(), |s| s as *const libc::timespec);
-    // SAFETY: two valid pollfds and an optional timespec that outlives the call.
-    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, spec_ptr, std::ptr::null()) };
+    // SAFETY: N valid pollfds and an optional timespec that outlive the call.
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            N as libc::nfds_t,
+            spec_ptr,
+            std::ptr::null(),
+        )
+    };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EINTR) {
             return Err(e);
         }
     }
-    Ok(())
+    Ok(fds.iter().any(|fd| fd.revents & libc::POLLIN != 0))
 }
 
 /// Why a datapath did not open.

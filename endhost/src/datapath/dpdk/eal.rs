@@ -20,7 +20,9 @@ pub fn arguments(
         .threads_offset
         .or_else(|| config.local.cores.first().copied())
         .unwrap_or(0);
-    let (lcores, warning) = lcores(offset, 1 + usize::from(rx_queues), cpus);
+    // The main lcore, and one per RX queue unless the datapath thread polls them.
+    let rx_lcores = if options.inline_rx { 0 } else { rx_queues };
+    let (lcores, warning) = lcores(offset, 1 + usize::from(rx_lcores), cpus);
     let mut args = vec![
         "endhost".to_string(),
         "--file-prefix".into(),

@@ -21,6 +21,7 @@
 
 mod eal;
 pub mod flow;
+mod inline;
 mod start;
 mod xdp;
 
@@ -93,11 +94,16 @@ struct RxQueue {
     port: u16,
     queue: u16,
     ring: *mut sys::rte_ring,
+    idle_sleep: Duration,
+    check: Checker,
+}
+
+/// What decides whether a received frame is ours, and counts what it decides.
+struct Checker {
     mac: MacAddr,
     /// This host's addresses: the NIC's and its path addresses (a handful).
     addresses: Vec<Ipv4Addr>,
     data_port: u16,
-    idle_sleep: Duration,
     shared: Arc<Shared>,
 }
 
@@ -124,12 +130,13 @@ impl Shared {
 unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the RxQueue the datapath keeps alive until this returns.
     let rx = unsafe { &*(arg as *const RxQueue) };
-    let counters = &rx.shared.rx;
+    let shared = &rx.check.shared;
+    let counters = &shared.rx;
     let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
     let mut keep = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
     let mut drop = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
     let mut idle = 0u32;
-    while !rx.shared.stop.load(Ordering::Relaxed) {
+    while !shared.stop.load(Ordering::Relaxed) {
         // SAFETY: the port is started and this lcore alone polls this queue.
         let n = unsafe { sys::shim_rx_burst(rx.port, rx.queue, burst.as_mut_ptr(), BURST as u16) }
             as usize;
@@ -145,7 +152,7 @@ unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
         let (mut kept, mut dropped) = (0, 0);
         for &m in &burst[..n] {
             // SAFETY: a received mbuf, ours until handed on or freed.
-            if unsafe { rx.accept(m) } {
+            if unsafe { rx.check.accept(m) }.is_some() {
                 keep[kept] = m;
                 kept += 1;
             } else {
@@ -171,7 +178,7 @@ unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
                 }
             }
             if queued > 0 {
-                rx.shared.notify();
+                shared.notify();
             }
         }
         if dropped > 0 {
@@ -182,18 +189,18 @@ unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
     0
 }
 
-impl RxQueue {
-    /// Whether `m` carries a datagram for us; if so, trims it to the UDP payload.
+impl Checker {
+    /// The datagram `m` carries if it is ours, the mbuf trimmed to its end.
     ///
     /// # Safety
-    /// `m` is a valid mbuf this lcore owns.
-    unsafe fn accept(&self, m: *mut sys::rte_mbuf) -> bool {
+    /// `m` is a valid mbuf this thread owns.
+    unsafe fn accept(&self, m: *mut sys::rte_mbuf) -> Option<frame::Datagram> {
         let counters = &self.shared.rx;
         // SAFETY: per the contract; data and len describe the first segment.
         let bytes = unsafe {
             if sys::shim_mbuf_segments(m) != 1 {
                 counters.rejected[Rejected::Truncated as usize].fetch_add(1, Ordering::Relaxed);
-                return false;
+                return None;
             }
             let mut len = 0u16;
             let data = sys::shim_mbuf_data(m, &mut len);
@@ -208,7 +215,7 @@ impl RxQueue {
                 } else {
                     counters.rejected[why as usize].fetch_add(1, Ordering::Relaxed);
                 }
-                return false;
+                return None;
             }
         };
         if datagram.dst_mac != self.mac
@@ -216,18 +223,38 @@ impl RxQueue {
             || !self.addresses.contains(datagram.dst.ip())
         {
             counters.not_ours.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return None;
         }
         // The headers stay (the source is read from them again); Ethernet padding goes.
         // SAFETY: the payload lies within the first segment, as parse checked.
         unsafe { sys::shim_mbuf_keep(m, datagram.payload.end as u16) };
-        true
+        Some(datagram)
     }
 }
 
 struct Lcore {
     id: u32,
     queue: Box<RxQueue>,
+}
+
+/// Who polls the RX queues.
+enum Receiving {
+    /// An lcore per queue, handing checked frames over on rings.
+    Lcores(Vec<Lcore>),
+    /// The datapath thread itself (`dpdk.inline_rx`).
+    Inline(inline::InlineRx),
+}
+
+/// Whether the datapath thread has a mempool cache: a thread DPDK did not start has none
+/// until it registers, and without one every allocation and free goes to the pool's
+/// shared ring (first in, first out, so each mbuf comes back cold from the cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ThreadCache {
+    Unchecked,
+    /// This thread was registered here; it unregisters when the datapath is dropped.
+    Registered(std::thread::ThreadId),
+    /// An EAL lcore already, or no lcore id was free: nothing to undo.
+    AsItWas,
 }
 
 pub struct DpdkDatapath {
@@ -239,7 +266,19 @@ pub struct DpdkDatapath {
     lanes: u16,
     next_hops: HashMap<Ipv4Addr, MacAddr>,
     pending: Vec<*mut sys::rte_mbuf>,
-    lcores: Vec<Lcore>,
+    /// Fresh mbufs, taken from the pool a burst at a time.
+    stock: Vec<*mut sys::rte_mbuf>,
+    /// The last destination's next hop: a flow's packets go to one peer in a row.
+    last_hop: Option<(Ipv4Addr, MacAddr)>,
+    thread: ThreadCache,
+    rx: Receiving,
+    /// Whether dropping the datapath stops and closes the port. Not a memif port: its
+    /// peer's departure already disconnects it (on DPDK's interrupt thread), and DPDK
+    /// 22.11's memif disconnects again on stop and close, freeing and unmapping its
+    /// regions a second time (seen: the heap's "Invalid memory", and a live thread's
+    /// stack unmapped under it). The process ends with its datapath (one per process),
+    /// which closes the memif socket.
+    close_on_drop: bool,
     shared: Arc<Shared>,
     tx_frames: u64,
     tx_dropped: u64,
@@ -284,6 +323,70 @@ impl DpdkDatapath {
             port_ierrors: port.ierrors,
             port_oerrors: port.oerrors,
         }
+    }
+
+    /// Gives the thread that uses the datapath a mempool cache, on its first call.
+    fn attach_thread(&mut self) {
+        if self.thread != ThreadCache::Unchecked {
+            return;
+        }
+        // SAFETY: the EAL is running; registering touches only this thread's state.
+        self.thread = match unsafe { sys::shim_thread_register() } {
+            1 => ThreadCache::Registered(std::thread::current().id()),
+            0 => ThreadCache::AsItWas,
+            _ => {
+                eprintln!(
+                    "endhost: no DPDK lcore id was free for the datapath thread: its mbufs \
+                     go through the pool's ring, without a cache"
+                );
+                ThreadCache::AsItWas
+            }
+        };
+    }
+
+    /// A fresh mbuf from the stock, refilled a burst at a time; when the pool runs low,
+    /// frames waiting to go are sent first (they hold mbufs).
+    fn fresh_mbuf(&mut self) -> io::Result<*mut sys::rte_mbuf> {
+        if let Some(m) = self.stock.pop() {
+            return Ok(m);
+        }
+        self.attach_thread();
+        for attempt in 0..2 {
+            if attempt == 1 {
+                self.send_pending()?;
+            }
+            self.stock.resize(BURST, std::ptr::null_mut());
+            // SAFETY: room for BURST pointers; the pool lives as long as the process.
+            let rc = unsafe {
+                sys::shim_pktmbuf_alloc_bulk(self.pool, self.stock.as_mut_ptr(), BURST as u32)
+            };
+            if rc == 0 {
+                return Ok(self.stock.pop().expect("a full burst"));
+            }
+            self.stock.clear();
+            // Fewer than a burst left: one at a time.
+            // SAFETY: as above.
+            let m = unsafe { sys::shim_pktmbuf_alloc(self.pool) };
+            if !m.is_null() {
+                return Ok(m);
+            }
+        }
+        Err(error("the mempool is exhausted".into()))
+    }
+
+    /// The next-hop MAC for `to`, from the IP=MAC map.
+    fn next_hop(&mut self, to: Ipv4Addr) -> io::Result<MacAddr> {
+        if let Some((ip, mac)) = self.last_hop
+            && ip == to
+        {
+            return Ok(mac);
+        }
+        let mac = *self
+            .next_hops
+            .get(&to)
+            .ok_or_else(|| error(format!("no next-hop MAC for {to}: not in the IP=MAC map")))?;
+        self.last_hop = Some((to, mac));
+        Ok(mac)
     }
 
     /// The lane of a datagram: its message (the receiver's handle), spread over the RX
@@ -351,9 +454,14 @@ fn check(rc: i32, what: &str) -> io::Result<()> {
 
 impl Datapath for DpdkDatapath {
     fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, u8, &[u8])) -> io::Result<usize> {
+        self.attach_thread();
+        let lcores = match &mut self.rx {
+            Receiving::Inline(inline) => return Ok(inline.receive(deliver)),
+            Receiving::Lcores(lcores) => lcores,
+        };
         let mut total = 0;
         let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
-        for lcore in &self.lcores {
+        for lcore in lcores.iter() {
             let mut taken = 0;
             while taken < RX_BUDGET {
                 // SAFETY: this thread is the ring's only consumer.
@@ -387,26 +495,11 @@ impl Datapath for DpdkDatapath {
     }
 
     fn queue(&mut self, to: SocketAddrV4, tos: u8, datagram: &[u8]) -> io::Result<()> {
-        let dst_mac = *self.next_hops.get(to.ip()).ok_or_else(|| {
-            error(format!(
-                "no next-hop MAC for {}: not in the IP=MAC map",
-                to.ip()
-            ))
-        })?;
+        let dst_mac = self.next_hop(*to.ip())?;
         let len = HEADERS_LEN + datagram.len();
         let len16 = u16::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "datagram too long"))?;
-        // SAFETY: the pool lives as long as the process.
-        let mut m = unsafe { sys::shim_pktmbuf_alloc(self.pool) };
-        if m.is_null() {
-            // Frames waiting to go hold mbufs: send them, then try once more.
-            self.send_pending()?;
-            // SAFETY: as above.
-            m = unsafe { sys::shim_pktmbuf_alloc(self.pool) };
-            if m.is_null() {
-                return Err(error("the mempool is exhausted".into()));
-            }
-        }
+        let m = self.fresh_mbuf()?;
         // SAFETY: a fresh mbuf; append returns room for `len` bytes or null.
         let data = unsafe { sys::shim_mbuf_append(m, len16) };
         if data.is_null() {
@@ -442,11 +535,15 @@ impl Datapath for DpdkDatapath {
     }
 
     fn wait(&mut self, wake: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        self.attach_thread();
+        let lcores = match &mut self.rx {
+            Receiving::Inline(inline) => return inline.wait(wake, timeout),
+            Receiving::Lcores(lcores) => lcores,
+        };
         self.shared.sleeping.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         // SAFETY: counting entries of rings this datapath owns.
-        let waiting = self
-            .lcores
+        let waiting = lcores
             .iter()
             .any(|l| unsafe { sys::shim_ring_count(l.queue.ring) } > 0);
         let waited = if waiting {
@@ -471,18 +568,29 @@ impl Datapath for DpdkDatapath {
 impl Drop for DpdkDatapath {
     fn drop(&mut self) {
         let _ = self.send_pending();
+        if !self.stock.is_empty() {
+            // SAFETY: fresh mbufs nothing else refers to.
+            unsafe { sys::rte_pktmbuf_free_bulk(self.stock.as_mut_ptr(), self.stock.len() as u32) };
+            self.stock.clear();
+        }
         self.shared.stop.store(true, Ordering::SeqCst);
         // As OptiReduce does at exit: what the port and the RX lcores saw, for the log.
         if let Ok(stats) = serde_json::to_string(&self.stats()) {
             eprintln!("endhost: DPDK datapath totals: {stats}");
         }
-        for lcore in &self.lcores {
+        let lcores = match &mut self.rx {
+            Receiving::Lcores(lcores) => std::mem::take(lcores),
+            Receiving::Inline(_) => Vec::new(),
+        };
+        for lcore in &lcores {
             // SAFETY: waits for an lcore this datapath launched.
             unsafe { sys::rte_eal_wait_lcore(lcore.id) };
         }
-        // SAFETY: no lcore polls the port any more.
-        unsafe { sys::rte_eth_dev_stop(self.port) };
-        for lcore in self.lcores.drain(..) {
+        if self.close_on_drop {
+            // SAFETY: no lcore polls the port any more (nor this thread, which is here).
+            unsafe { sys::rte_eth_dev_stop(self.port) };
+        }
+        for lcore in lcores {
             let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
             loop {
                 // SAFETY: the ring is ours; its producer has stopped.
@@ -500,8 +608,14 @@ impl Drop for DpdkDatapath {
         }
         // Closing gives back what the PMD took from the host: af_xdp detaches our XDP
         // program from the interface, which otherwise keeps the data port's traffic.
-        // SAFETY: the port is stopped and nothing uses it any more.
-        unsafe { sys::rte_eth_dev_close(self.port) };
+        if self.close_on_drop {
+            // SAFETY: the port is stopped and nothing uses it any more.
+            unsafe { sys::rte_eth_dev_close(self.port) };
+        }
+        if self.thread == ThreadCache::Registered(std::thread::current().id()) {
+            // SAFETY: this thread was registered by `attach_thread` and is done with DPDK.
+            unsafe { sys::rte_thread_unregister() };
+        }
     }
 }
 

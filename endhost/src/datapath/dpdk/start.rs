@@ -16,10 +16,11 @@ use endhost_core::addr::MacAddr;
 use endhost_core::config::TransportConfig;
 use endhost_core::vdev::VdevDriver;
 
+use super::inline::InlineRx;
 use super::{
-    BURST, DpdkDatapath, Lcore, POOL_CACHE, PortGuard, RxCounters, RxQueue, STARTED, Shared,
-    await_memif_server, check, eal, error, install_flow_rules, rte_errno, rx_lcore, wait_for_link,
-    xdp,
+    BURST, Checker, DpdkDatapath, Lcore, POOL_CACHE, PortGuard, Receiving, RxCounters, RxQueue,
+    STARTED, Shared, ThreadCache, await_memif_server, check, eal, error, install_flow_rules,
+    rte_errno, rx_lcore, wait_for_link, xdp,
 };
 
 /// How much memory the datapath asks for.
@@ -120,7 +121,11 @@ impl DpdkDatapath {
             lanes: queues,
             next_hops,
             pending: Vec::with_capacity(BURST),
-            lcores: Vec::new(),
+            stock: Vec::with_capacity(BURST),
+            last_hop: None,
+            thread: ThreadCache::Unchecked,
+            rx: Receiving::Lcores(Vec::new()),
+            close_on_drop: driver != "net_memif",
             shared,
             tx_frames: 0,
             tx_dropped: 0,
@@ -130,8 +135,23 @@ impl DpdkDatapath {
             ))
             .ok(),
         };
-        datapath.start_rx_lcores(config, queues, &addresses)?;
+        if config.dpdk.inline_rx {
+            let idle_sleep = Duration::from_micros(u64::from(config.dpdk.rx_idle_sleep_us));
+            let check = datapath.checker(config, &addresses);
+            datapath.rx = Receiving::Inline(InlineRx::new(port, queues, idle_sleep, check));
+        } else {
+            datapath.start_rx_lcores(config, queues, &addresses)?;
+        }
         Ok(datapath)
+    }
+
+    fn checker(&self, config: &TransportConfig, addresses: &[Ipv4Addr]) -> Checker {
+        Checker {
+            mac: self.mac,
+            addresses: addresses.to_vec(),
+            data_port: config.job.ports.data,
+            shared: self.shared.clone(),
+        }
     }
 
     /// One RX lcore per queue, each handing its frames over on a ring of its own.
@@ -141,32 +161,15 @@ impl DpdkDatapath {
         queues: u16,
         addresses: &[Ipv4Addr],
     ) -> io::Result<()> {
+        let slots = handover_slots(config.job.datapath.rx_ring);
         for queue in 0..queues {
-            let name = CString::new(format!("endhost_rx{queue}")).expect("no NUL");
-            // SAFETY: the EAL is running; the name is a valid C string.
-            let ring = unsafe {
-                sys::rte_ring_create(
-                    name.as_ptr(),
-                    handover_slots(config.job.datapath.rx_ring),
-                    sys::SOCKET_ID_ANY,
-                    sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ,
-                )
-            };
-            if ring.is_null() {
-                return Err(error(format!(
-                    "cannot create RX handover ring {queue}: {}",
-                    eal::strerror(rte_errno())
-                )));
-            }
+            let ring = create_ring(&format!("endhost_rx{queue}"), slots)?;
             let mut rx = Box::new(RxQueue {
                 port: self.port,
                 queue,
                 ring,
-                mac: self.mac,
-                addresses: addresses.to_vec(),
-                data_port: config.job.ports.data,
                 idle_sleep: Duration::from_micros(u64::from(config.dpdk.rx_idle_sleep_us)),
-                shared: self.shared.clone(),
+                check: self.checker(config, addresses),
             });
             let id = u32::from(queue) + 1;
             let arg: *mut RxQueue = &mut *rx;
@@ -179,10 +182,33 @@ impl DpdkDatapath {
                     eal::strerror(-rc)
                 )));
             }
-            self.lcores.push(Lcore { id, queue: rx });
+            if let Receiving::Lcores(lcores) = &mut self.rx {
+                lcores.push(Lcore { id, queue: rx });
+            }
         }
         Ok(())
     }
+}
+
+/// A single-producer single-consumer ring of `slots` mbuf pointers.
+fn create_ring(name: &str, slots: u32) -> io::Result<*mut sys::rte_ring> {
+    let c_name = CString::new(name).expect("no NUL");
+    // SAFETY: the EAL is running; the name is a valid C string.
+    let ring = unsafe {
+        sys::rte_ring_create(
+            c_name.as_ptr(),
+            slots,
+            sys::SOCKET_ID_ANY,
+            sys::RING_F_SP_ENQ | sys::RING_F_SC_DEQ,
+        )
+    };
+    if ring.is_null() {
+        return Err(error(format!(
+            "cannot create the ring {name}: {}",
+            eal::strerror(rte_errno())
+        )));
+    }
+    Ok(ring)
 }
 
 /// Checks what the EAL needs, writes our XDP program for an af_xdp device (returned:

@@ -28,11 +28,14 @@ pub struct System {
     pub kind: DatapathKind,
     /// The vdev driver for DPDK.
     pub vdev: Option<VdevDriver>,
+    /// DPDK's datapath thread polls the RX queues itself (`dpdk.inline_rx`).
+    pub inline_rx: bool,
 }
 
 impl System {
     pub fn name(&self) -> String {
         match &self.vdev {
+            Some(vdev) if self.inline_rx => format!("dpdk {} inline", vdev.name()),
             Some(vdev) => format!("dpdk {}", vdev.name()),
             None => "kernel udp".into(),
         }
@@ -106,7 +109,7 @@ impl std::fmt::Display for PairReport {
         )?;
         writeln!(
             f,
-            "{:<20} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+            "{:<27} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
             "datapath",
             "tx Mpps",
             "tx cores",
@@ -122,7 +125,7 @@ impl std::fmt::Display for PairReport {
             let (s, d) = (&r.sender, &r.receiver);
             writeln!(
                 f,
-                "{:<20} {:>9.3} {:>9.2} {:>9.3} {:>9.0} {:>9.3} {:>9.2} {:>9.3} {:>9.0} {:>10.3}",
+                "{:<27} {:>9.3} {:>9.2} {:>9.3} {:>9.0} {:>9.3} {:>9.2} {:>9.3} {:>9.0} {:>10.3}",
                 r.system,
                 s.pps() / 1e6,
                 s.cores(),
@@ -136,7 +139,7 @@ impl std::fmt::Display for PairReport {
             )?;
             writeln!(
                 f,
-                "{:<20} received {} of {} datagrams sent",
+                "{:<27} received {} of {} datagrams sent",
                 "", d.packets, s.packets
             )?;
         }
@@ -239,6 +242,7 @@ fn configs(
             file_prefix: Some(pair.host(rank)),
             no_huge: true,
             rx_idle_sleep_us: idle_us[rank],
+            inline_rx: system.inline_rx,
             ..DpdkOptions::default()
         }))
     };
@@ -275,13 +279,15 @@ pub fn run(spec: &PairSpec, endhost: &Path, scratch: &Path) -> Result<PairReport
         size_bytes: spec.size_bytes,
         results: Vec::new(),
     };
-    for system in &spec.systems {
+    for (index, system) in spec.systems.iter().enumerate() {
         let pair = Pair::create().map_err(|e| format!("cannot build the veth pair: {e}"))?;
         // The blast: the receiving lcore busy-polls, the idle sending one sleeps. The
         // allreduce: both hosts receive, on two shared cores, so both lcores sleep
         // briefly when idle.
-        let blast_socket = memif_socket(scratch, "blast");
-        let allreduce_socket = memif_socket(scratch, "allreduce");
+        // A socket file of its own for each run: DPDK's memif server never removes its
+        // file, and binding to one left behind fails.
+        let blast_socket = memif_socket(scratch, &format!("blast{index}"));
+        let allreduce_socket = memif_socket(scratch, &format!("allreduce{index}"));
         let files = write_configs(
             &configs(&pair, system, [1_000, 0], &blast_socket)?,
             scratch,

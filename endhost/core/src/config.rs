@@ -39,8 +39,8 @@ pub struct DpdkOptions {
     /// EAL `--file-prefix` (one per DPDK process on a machine); default the host name.
     pub file_prefix: Option<String>,
     /// First CPU of the EAL's lcores (OptiReduce's GLOO_DPDK_THREADS_OFFSET): the main
-    /// lcore there, then one lcore per RX queue. Default: the first of `local.cores`,
-    /// else 0.
+    /// lcore there, then one lcore per RX queue (none with `inline_rx`). Default: the
+    /// first of `local.cores`, else 0.
     pub threads_offset: Option<u32>,
     /// Run in ordinary memory instead of hugepages (EAL `--no-huge`).
     pub no_huge: bool,
@@ -50,8 +50,9 @@ pub struct DpdkOptions {
     /// The `IP=MAC` file with the next-hop MAC of every address this host sends to;
     /// without it, each peer's `next_hop_mac`.
     pub ip_mac: Option<std::path::PathBuf>,
-    /// Microseconds an idle RX thread sleeps between polls; 0 (default) busy-polls, as
-    /// on dedicated cores.
+    /// Microseconds an idle RX lcore (inline: the datapath thread) sleeps between polls;
+    /// 0 (default) busy-polls, as on dedicated cores — inline, that keeps the datapath
+    /// thread at a full core even between jobs.
     pub rx_idle_sleep_us: u32,
     /// Poll the RX queues from the datapath thread itself, run to completion, instead
     /// of from an lcore per queue that hands frames over: one thread fewer, no handover,

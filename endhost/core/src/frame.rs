@@ -273,8 +273,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpDatagram<T> {
 /// One's-complement sum of `data` as 16-bit big-endian words, added to `sum`.
 ///
 /// The sum does not depend on byte order but for a swap of its result (RFC 1071 §2), so
-/// it adds native 32-bit words into 64 bits (four times fewer additions, which the
-/// compiler vectorizes) and puts the folded result in network order. An odd last byte
+/// it adds native 32-bit words into 64 bits (half the additions, which the compiler
+/// vectorizes) and puts the folded result in network order. An odd last byte
 /// is the high byte of a zero-padded word, as RFC 768 pads. Where the CPU has AVX2 the
 /// same code runs built for it: twice the bytes per instruction.
 fn sum_words(data: &[u8], sum: u32) -> u32 {

@@ -130,6 +130,14 @@ int shim_pktmbuf_alloc_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs, u
     return rte_pktmbuf_alloc_bulk(pool, mbufs, n);
 }
 
+/* Gives back to `pool` what the calling lcore's cache of it holds. */
+void shim_mempool_flush_own_cache(struct rte_mempool *pool)
+{
+    struct rte_mempool_cache *cache = rte_mempool_default_cache(pool, rte_lcore_id());
+    if (cache != NULL)
+        rte_mempool_cache_flush(cache, pool);
+}
+
 /* Gives the calling thread an lcore id, and with it a cache of its own in every
  * mempool, unless it has one: 1 when this call registered it, 0 when it already had
  * an id, -1 when none was free (the thread goes on without a cache). */

@@ -146,6 +146,7 @@ unsafe extern "C" {
         n: c_uint,
     ) -> c_int;
     pub fn shim_thread_register() -> c_int;
+    pub fn shim_mempool_flush_own_cache(pool: *mut rte_mempool);
     pub fn shim_pktmbuf_free(m: *mut rte_mbuf);
     pub fn shim_mbuf_data(m: *mut rte_mbuf, len: *mut u16) -> *mut u8;
     pub fn shim_mbuf_append(m: *mut rte_mbuf, len: u16) -> *mut u8;

@@ -40,14 +40,15 @@ pub(crate) fn wait_readable(
     poll_readable(&[first, second], timeout).map(|_| ())
 }
 
-/// Whether `fd` is readable, waiting at most `timeout` (zero: only looking).
+/// Whether `fd` is readable (or a signal came), waiting at most `timeout` (zero: only
+/// looking).
 #[cfg(feature = "dpdk")]
 pub(crate) fn readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     poll_readable(&[fd], Some(timeout))
 }
 
-/// Waits until one of `fds` is readable or `timeout` passes (None: no limit), a signal
-/// counting as a wake-up; whether one is readable.
+/// Waits until one of `fds` is readable or `timeout` passes (None: no limit); whether
+/// one is readable, a signal counting as a wake-up.
 fn poll_readable<const N: usize>(fds: &[RawFd; N], timeout: Option<Duration>) -> io::Result<bool> {
     let mut fds = fds.map(|fd| libc::pollfd {
         fd,
@@ -75,6 +76,7 @@ fn poll_readable<const N: usize>(fds: &[RawFd; N], timeout: Option<Duration>) ->
         if e.raw_os_error() != Some(libc::EINTR) {
             return Err(e);
         }
+        return Ok(true);
     }
     Ok(fds.iter().any(|fd| fd.revents & libc::POLLIN != 0))
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use endhost_core::config::TransportConfig;
+use endhost_core::vdev::VdevDriver;
 
 /// The EAL's arguments for `config`, with the lcores laid over `cpus` (the CPUs this
 /// process may run on), and a warning when the lcores had to share CPUs.
@@ -60,7 +61,7 @@ fn lcores(offset: u32, count: usize, cpus: &[u32]) -> (String, Option<String>) {
         let start = cpus.iter().position(|&c| c >= offset).unwrap_or(0);
         let chosen: Vec<u32> = (0..count).map(|i| cpus[(start + i) % cpus.len()]).collect();
         let warning = format!(
-            "{count} lcores (main and one per RX queue) want CPUs {}-{}, this process may use {}: the lcores share CPUs {}",
+            "{count} lcores (main, and one per RX queue unless inline_rx) want CPUs {}-{}, this process may use {}: the lcores share CPUs {}",
             offset,
             offset + count as u32 - 1,
             list(cpus),
@@ -107,11 +108,23 @@ pub fn allowed_cpus() -> Vec<u32> {
 /// What stops the EAL from starting, checked before it is tried (the EAL can be tried
 /// once per process), in the terms an operator acts on.
 pub fn preflight(config: &TransportConfig, sysfs: &Path) -> Result<(), String> {
+    let options = &config.dpdk;
+    // DPDK 22.11's af_xdp without busy polling waits in poll() for up to a second when
+    // its fill ring runs dry: on an lcore that costs nothing, on the datapath thread it
+    // stalls the protocol.
+    if let Some(vdev) = &options.vdev
+        && options.inline_rx
+        && vdev.driver() == VdevDriver::AfXdp
+        && vdev.get("busy_budget") == Some("0")
+    {
+        return Err(format!(
+            "dpdk.inline_rx cannot run {vdev}: with busy_budget=0 the PMD may block the datapath thread for up to a second; leave busy_budget out or turn inline_rx off"
+        ));
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("no permission: the DPDK datapath runs as root (it maps device memory, hugepages and raw sockets)".into());
     }
-    let options = &config.dpdk;
     if !options.no_huge {
         let free = free_hugepages(sysfs);
         if free == 0 {
@@ -267,5 +280,25 @@ mod tests {
             args.join(" "),
             "endhost --file-prefix rank1 --lcores 0@0,1@1 --no-telemetry --log-level=notice --no-huge -m 512 --no-pci --vdev net_af_packet0,iface=veth1 --log-level=debug"
         );
+        // The datapath thread polls the queues: the main lcore only.
+        config.dpdk.inline_rx = true;
+        let (args, _) = arguments(&config, 4, 512, &[0, 1]);
+        assert!(args.join(" ").contains("--lcores 0@0 "), "{args:?}");
+    }
+
+    #[test]
+    fn inline_polling_refuses_an_af_xdp_port_that_may_block() {
+        let mut config: TransportConfig =
+            serde_json::from_str(include_str!("../../../tests/data/dpdk-host.json")).unwrap();
+        config.dpdk.inline_rx = true;
+        config.dpdk.no_huge = true;
+        config.dpdk.vdev = Some("net_af_xdp0,iface=lo,busy_budget=0".parse().unwrap());
+        let refused = preflight(&config, Path::new("/sys")).unwrap_err();
+        assert!(refused.contains("busy_budget=0"), "{refused}");
+        config.dpdk.inline_rx = false;
+        let lcores = preflight(&config, Path::new("/sys"))
+            .err()
+            .unwrap_or_default();
+        assert!(!lcores.contains("busy_budget"), "{lcores}");
     }
 }

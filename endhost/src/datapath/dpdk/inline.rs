@@ -4,9 +4,11 @@
 //! one pass. No lcore per queue, no handover ring, no wake-up between two threads: one
 //! thread fewer, and every mbuf is reused from this thread's pool cache while its
 //! buffer is still in this core's cache. While the protocol has nothing to do, `wait`
-//! polls the queues itself (sleeping `rx_idle_sleep_us` between polls once they have
-//! been idle a while, 0: busy-polling) until a frame arrives, the wake descriptor is
-//! readable, or the timeout passes.
+//! polls the queues itself until a frame arrives, the wake descriptor is readable, or
+//! the timeout passes: after 64 empty rounds it sleeps `rx_idle_sleep_us` on the wake
+//! descriptor between rounds; with 0 it busy-polls, looking at the descriptor every 64
+//! rounds. A frame that is not ours (ARP, the kernel's TCP on af_packet) also ends the
+//! wait: `receive` sorts it out.
 
 use std::io;
 use std::net::SocketAddrV4;
@@ -43,17 +45,17 @@ impl InlineRx {
     pub(super) fn receive(&mut self, deliver: &mut dyn FnMut(SocketAddrV4, u8, &[u8])) -> usize {
         let mut delivered = 0;
         if !self.arrived.is_empty() {
-            let arrived = std::mem::take(&mut self.arrived);
-            delivered += self.deliver(&arrived, deliver);
+            let mut arrived = std::mem::take(&mut self.arrived);
+            delivered += self.deliver(&mut arrived, deliver);
+            arrived.clear();
             self.arrived = arrived;
-            self.arrived.clear();
         }
         let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
         for queue in 0..self.queues {
             let mut taken = 0;
             while taken < RX_BUDGET {
                 let n = self.poll(queue, &mut burst);
-                delivered += self.deliver(&burst[..n], deliver);
+                delivered += self.deliver(&mut burst[..n], deliver);
                 taken += n;
                 if n < BURST {
                     break;
@@ -68,35 +70,35 @@ impl InlineRx {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut burst = [std::ptr::null_mut::<sys::rte_mbuf>(); BURST];
         let mut idle = 0u32;
-        while self.arrived.is_empty() {
+        loop {
             for queue in 0..self.queues {
                 let n = self.poll(queue, &mut burst);
                 self.arrived.extend_from_slice(&burst[..n]);
             }
             if !self.arrived.is_empty() {
-                break;
+                return Ok(());
             }
+            let left = match deadline {
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(()),
+                },
+                None => None,
+            };
             idle += 1;
             if idle < SPINS_BEFORE_SLEEP {
                 std::hint::spin_loop();
                 continue;
             }
-            idle = 0;
-            let left = match deadline {
-                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => break,
-                },
-                None => None,
-            };
-            // Busy-polling looks at the wake descriptor between runs of polls; an idle
-            // sleep waits on it.
+            if self.idle_sleep.is_zero() {
+                // Busy-polling: a look at the wake descriptor every 64 rounds.
+                idle = 0;
+            }
             let nap = left.map_or(self.idle_sleep, |left| left.min(self.idle_sleep));
             if super::super::readable(wake, nap)? {
-                break;
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     /// Takes up to a burst of frames from `queue` into `burst`; how many.
@@ -117,14 +119,14 @@ impl InlineRx {
     /// Checks each frame, hands the payloads of ours to `deliver` and frees them all.
     fn deliver(
         &self,
-        mbufs: &[*mut sys::rte_mbuf],
+        mbufs: &mut [*mut sys::rte_mbuf],
         deliver: &mut dyn FnMut(SocketAddrV4, u8, &[u8]),
     ) -> usize {
         if mbufs.is_empty() {
             return 0;
         }
         let mut delivered = 0;
-        for &m in mbufs {
+        for &m in mbufs.iter() {
             // SAFETY: a received mbuf this thread owns until it is freed below.
             let Some(datagram) = (unsafe { self.check.accept(m) }) else {
                 continue;
@@ -144,18 +146,24 @@ impl InlineRx {
             .delivered
             .fetch_add(delivered as u64, Ordering::Relaxed);
         // SAFETY: delivered or refused; nothing refers to them any more.
-        unsafe { sys::rte_pktmbuf_free_bulk(mbufs.as_ptr().cast_mut(), mbufs.len() as u32) };
+        unsafe { sys::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), mbufs.len() as u32) };
         delivered
     }
-}
 
-impl Drop for InlineRx {
-    fn drop(&mut self) {
+    /// Frees the frames `wait` took and nobody will deliver (the datapath is closing).
+    pub(super) fn release(&mut self) {
         if !self.arrived.is_empty() {
             // SAFETY: taken from the port and never delivered; nothing refers to them.
             unsafe {
                 sys::rte_pktmbuf_free_bulk(self.arrived.as_mut_ptr(), self.arrived.len() as u32)
             };
+            self.arrived.clear();
         }
+    }
+}
+
+impl Drop for InlineRx {
+    fn drop(&mut self) {
+        self.release();
     }
 }

@@ -7,17 +7,19 @@
 //! that polls it, checks every frame down to its UDP payload ([`super::frame`]: ours,
 //! to one of this host's addresses and the data port, valid checksums), trims the
 //! mbuf to the payload and hands it over a single-producer ring to the datapath
-//! thread, which reads the payload in place and frees the mbuf. Senders put the
-//! packet's lane (its message handle, modulo the lanes) in the UDP source port, so a
-//! NIC's RSS keeps concurrent buckets on different queues and rings, in order within
-//! each.
+//! thread, which reads the payload in place and frees the mbuf; or, with
+//! `dpdk.inline_rx`, the datapath thread polls the queues and checks the frames itself
+//! ([`inline`]). Senders put the packet's lane (its message handle, modulo the lanes)
+//! in the UDP source port, so a NIC's RSS keeps concurrent buckets on different queues
+//! and rings, in order within each.
 //!
 //! Frames are built here: the next hop's MAC from the IP=MAC map, the destination a
 //! peer's path address, the TOS byte (DSCP, ECN) the protocol chose, IPv4 and UDP
 //! checksums in software. The UDP payload is the kernel datapath's, byte for byte.
 //!
 //! One DPDK datapath per process: the EAL starts once; the port is closed when the
-//! datapath is dropped (af_xdp: detaching our XDP program), or when starting fails.
+//! datapath is dropped (af_xdp: detaching our XDP program), or when starting fails —
+//! but a memif port, which its peer's departure closes (see `close_on_drop`).
 
 mod eal;
 pub mod flow;
@@ -25,7 +27,6 @@ mod inline;
 mod start;
 mod xdp;
 
-use std::collections::HashMap;
 use std::ffi::{CStr, c_int, c_void};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -52,12 +53,13 @@ const RX_BUDGET: usize = 1024;
 const TX_PATIENCE: Duration = Duration::from_millis(200);
 /// Per-lcore mempool cache.
 const POOL_CACHE: u32 = 256;
-/// Empty polls before an RX lcore starts sleeping (with `rx_idle_sleep_us`).
+/// Empty polls (inline: rounds of polls over every queue) before an idle poller starts
+/// sleeping `rx_idle_sleep_us` between them.
 const SPINS_BEFORE_SLEEP: u32 = 64;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
 
-/// What the RX lcores counted; shared with the datapath thread.
+/// What the receiving side counted (the RX lcores, or the datapath thread inline).
 #[derive(Default)]
 struct RxCounters {
     frames: AtomicU64,
@@ -70,7 +72,9 @@ struct RxCounters {
 /// A snapshot of the datapath's counters.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 struct DpdkStats {
-    /// Frames the RX lcores took from the port.
+    /// Who polled the RX queues: "lcores" or "inline".
+    pub rx_polling: &'static str,
+    /// Frames taken from the port.
     pub rx_frames: u64,
     /// Datagrams handed to the protocol.
     pub rx_delivered: u64,
@@ -251,9 +255,10 @@ enum Receiving {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ThreadCache {
     Unchecked,
-    /// This thread was registered here; it unregisters when the datapath is dropped.
+    /// This thread was registered here; dropping the datapath on it flushes its cache
+    /// and unregisters it (dropped on another thread, the id stays taken).
     Registered(std::thread::ThreadId),
-    /// An EAL lcore already, or no lcore id was free: nothing to undo.
+    /// An EAL lcore already, or registering failed: nothing to undo.
     AsItWas,
 }
 
@@ -264,7 +269,8 @@ pub struct DpdkDatapath {
     source: Ipv4Addr,
     data_port: u16,
     lanes: u16,
-    next_hops: HashMap<Ipv4Addr, MacAddr>,
+    /// The IP=MAC map, sorted by address: a binary search per frame, no hashing.
+    next_hops: Vec<(Ipv4Addr, MacAddr)>,
     pending: Vec<*mut sys::rte_mbuf>,
     /// Fresh mbufs, taken from the pool a burst at a time.
     stock: Vec<*mut sys::rte_mbuf>,
@@ -302,6 +308,10 @@ impl DpdkDatapath {
         // SAFETY: a valid port and output; on failure the zeros stay.
         unsafe { sys::shim_port_stats(self.port, &mut port) };
         DpdkStats {
+            rx_polling: match self.rx {
+                Receiving::Lcores(_) => "lcores",
+                Receiving::Inline(_) => "inline",
+            },
             rx_frames: rx.frames.load(Ordering::Relaxed),
             rx_delivered: rx.delivered.load(Ordering::Relaxed),
             rx_not_ours: rx.not_ours.load(Ordering::Relaxed),
@@ -326,6 +336,8 @@ impl DpdkDatapath {
     }
 
     /// Gives the thread that uses the datapath a mempool cache, on its first call.
+    /// Registering a thread turns off DPDK's multi-process support for good: this
+    /// process has no secondary processes.
     fn attach_thread(&mut self) {
         if self.thread != ThreadCache::Unchecked {
             return;
@@ -336,8 +348,9 @@ impl DpdkDatapath {
             0 => ThreadCache::AsItWas,
             _ => {
                 eprintln!(
-                    "endhost: no DPDK lcore id was free for the datapath thread: its mbufs \
-                     go through the pool's ring, without a cache"
+                    "endhost: the datapath thread could not register with DPDK's EAL (no \
+                     free lcore id, or multi-process in use): its mbufs go through the \
+                     pool's ring, without a cache"
                 );
                 ThreadCache::AsItWas
             }
@@ -381,10 +394,11 @@ impl DpdkDatapath {
         {
             return Ok(mac);
         }
-        let mac = *self
+        let at = self
             .next_hops
-            .get(&to)
-            .ok_or_else(|| error(format!("no next-hop MAC for {to}: not in the IP=MAC map")))?;
+            .binary_search_by_key(&to, |(ip, _)| *ip)
+            .map_err(|_| error(format!("no next-hop MAC for {to}: not in the IP=MAC map")))?;
+        let mac = self.next_hops[at].1;
         self.last_hop = Some((to, mac));
         Ok(mac)
     }
@@ -574,6 +588,9 @@ impl Drop for DpdkDatapath {
             self.stock.clear();
         }
         self.shared.stop.store(true, Ordering::SeqCst);
+        if let Receiving::Inline(inline) = &mut self.rx {
+            inline.release();
+        }
         // As OptiReduce does at exit: what the port and the RX lcores saw, for the log.
         if let Ok(stats) = serde_json::to_string(&self.stats()) {
             eprintln!("endhost: DPDK datapath totals: {stats}");
@@ -613,8 +630,12 @@ impl Drop for DpdkDatapath {
             unsafe { sys::rte_eth_dev_close(self.port) };
         }
         if self.thread == ThreadCache::Registered(std::thread::current().id()) {
-            // SAFETY: this thread was registered by `attach_thread` and is done with DPDK.
-            unsafe { sys::rte_thread_unregister() };
+            // SAFETY: this thread was registered by `attach_thread` and is done with DPDK;
+            // what its cache holds goes back to the pool first.
+            unsafe {
+                sys::shim_mempool_flush_own_cache(self.pool);
+                sys::rte_thread_unregister();
+            }
         }
     }
 }

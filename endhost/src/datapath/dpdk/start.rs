@@ -1,6 +1,7 @@
 //! Starting the DPDK datapath, step by step: size the mempool, start the EAL (with our
 //! XDP program for af_xdp), open the port and its pool, set the port up and wait for
-//! its link, then start one RX lcore per queue.
+//! its link, then start one RX lcore per queue (or, inline, none: the datapath thread
+//! polls them).
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -34,17 +35,22 @@ struct Sizing {
 }
 
 impl Sizing {
-    /// Mbufs: every RX descriptor and handover slot, the TX ring, bursts in flight, and
-    /// what the lcore caches may hold.
+    /// Mbufs: every RX descriptor and handover slot (none inline), the TX ring, bursts
+    /// in flight, and what the caches of the RX lcores and the datapath thread may hold.
     fn of(config: &TransportConfig) -> io::Result<Sizing> {
         let datapath = &config.job.datapath;
         let queues = datapath.rx_queues.max(1);
         let queues64 = u64::from(queues);
+        let (handover, lcores) = if config.dpdk.inline_rx {
+            (0, 0)
+        } else {
+            (u64::from(handover_slots(datapath.rx_ring)), queues64)
+        };
         let mbufs = u32::try_from(
-            queues64 * (u64::from(datapath.rx_ring) + u64::from(handover_slots(datapath.rx_ring)))
+            queues64 * (u64::from(datapath.rx_ring) + handover)
                 + u64::from(datapath.tx_ring)
                 + 4 * BURST as u64
-                + u64::from(POOL_CACHE) * (queues64 + 1),
+                + u64::from(POOL_CACHE) * (lcores + 1),
         )
         .map_err(|_| error("rx_queues × rx_ring is too large for one mempool".into()))?;
         // SAFETY: a constant lookup.
@@ -71,17 +77,29 @@ fn handover_slots(rx_ring: u16) -> u32 {
 
 impl DpdkDatapath {
     /// Starts the EAL (once per process), sets up the port, and starts one RX lcore
-    /// per queue.
+    /// per queue unless the datapath thread polls them (`dpdk.inline_rx`).
     pub fn start(config: &TransportConfig) -> io::Result<DpdkDatapath> {
-        let next_hops =
-            super::super::ipmac::next_hops(config, config.dpdk.ip_mac.as_deref()).map_err(error)?;
+        let mut next_hops: Vec<_> =
+            super::super::ipmac::next_hops(config, config.dpdk.ip_mac.as_deref())
+                .map_err(error)?
+                .into_iter()
+                .collect();
+        next_hops.sort_unstable_by_key(|(ip, _)| *ip);
         let sizing = Sizing::of(config)?;
         let program = start_eal(config, &sizing)?;
         let port = 0;
         let (info, queues, pool) = open_port(config, &sizing, port)?;
         // Until the datapath owns the port, a failure closes it: af_xdp's program
         // would otherwise stay on the interface after this process.
-        let mut port_guard = PortGuard { port, armed: true };
+        let memif = config
+            .dpdk
+            .vdev
+            .as_ref()
+            .is_some_and(|v| v.driver() == VdevDriver::Memif);
+        let mut port_guard = PortGuard {
+            port,
+            armed: !memif,
+        };
         let driver = set_up_port(config, port, &info, queues, pool, program.is_some())?;
         // The PMD has loaded the program by now.
         drop(program);
@@ -125,7 +143,7 @@ impl DpdkDatapath {
             last_hop: None,
             thread: ThreadCache::Unchecked,
             rx: Receiving::Lcores(Vec::new()),
-            close_on_drop: driver != "net_memif",
+            close_on_drop: !memif,
             shared,
             tx_frames: 0,
             tx_dropped: 0,
@@ -177,6 +195,8 @@ impl DpdkDatapath {
             // outlives the lcore's run (Drop waits for it before freeing).
             let rc = unsafe { sys::rte_eal_remote_launch(rx_lcore, arg.cast(), id) };
             if rc != 0 {
+                // SAFETY: no lcore took the ring; nothing else knows it.
+                unsafe { sys::rte_ring_free(rx.ring) };
                 return Err(error(format!(
                     "cannot start the RX lcore of queue {queue}: {}",
                     eal::strerror(-rc)

@@ -281,9 +281,9 @@ pub fn run(spec: &PairSpec, endhost: &Path, scratch: &Path) -> Result<PairReport
     };
     for (index, system) in spec.systems.iter().enumerate() {
         let pair = Pair::create().map_err(|e| format!("cannot build the veth pair: {e}"))?;
-        // The blast: the receiving lcore busy-polls, the idle sending one sleeps. The
-        // allreduce: both hosts receive, on two shared cores, so both lcores sleep
-        // briefly when idle.
+        // The blast: the receiver busy-polls (its lcore, or inline its datapath thread),
+        // the idle sender's lcore sleeps. The allreduce: both hosts receive, on two
+        // shared cores, so both sleep briefly when idle.
         // A socket file of its own for each run: DPDK's memif server never removes its
         // file, and binding to one left behind fails.
         let blast_socket = memif_socket(scratch, &format!("blast{index}"));

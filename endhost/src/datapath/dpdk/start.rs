@@ -90,7 +90,8 @@ impl DpdkDatapath {
         let port = 0;
         let (info, queues, pool) = open_port(config, &sizing, port)?;
         // Until the datapath owns the port, a failure closes it: af_xdp's program
-        // would otherwise stay on the interface after this process.
+        // would otherwise stay on the interface after this process. Not a memif port
+        // (see `close_on_drop`).
         let memif = config
             .dpdk
             .vdev

@@ -266,12 +266,7 @@ fn af_xdp() {
             exact(&h, collective, what);
         }
         let out = &h.run_both(&["--size", "1MiB", "--iterations", "1"])[0];
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let totals = stderr
-            .lines()
-            .find_map(|l| l.strip_prefix("endhost: DPDK datapath totals: "))
-            .unwrap_or_else(|| panic!("{what}: no DPDK totals: {stderr}"));
-        let totals: serde_json::Value = serde_json::from_str(totals).unwrap();
+        let totals = totals(out, what);
         // The data port reached the PMD; nothing else did (rx_not_ours: ARP, TCP).
         assert!(totals["rx_delivered"].as_u64().unwrap() > 0, "{totals}");
         assert_eq!(totals["rx_not_ours"], 0, "{what}: {totals}");
@@ -312,12 +307,7 @@ fn inline_rx() {
         let outputs = h.run_both(&["--size", "1MiB", "--iterations", "1"]);
         for (rank, out) in outputs.iter().enumerate().filter(|(rank, _)| dpdk[*rank]) {
             assert!(out.status.success(), "{what}, rank {rank}: {}", text(out));
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let totals = stderr
-                .lines()
-                .find_map(|l| l.strip_prefix("endhost: DPDK datapath totals: "))
-                .unwrap_or_else(|| panic!("{what}, rank {rank}: no DPDK totals: {stderr}"));
-            let totals: serde_json::Value = serde_json::from_str(totals).unwrap();
+            let totals = totals(out, &format!("{what}, rank {rank}"));
             assert_eq!(
                 totals["rx_polling"], "inline",
                 "{what}, rank {rank}: {totals}"
@@ -332,6 +322,16 @@ fn inline_rx() {
         on_memif(config, &socket);
     });
     exact(&h, "ring", "inline over memif");
+}
+
+/// The counters a DPDK host printed when its datapath closed.
+fn totals(out: &Output, what: &str) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let totals = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("endhost: DPDK datapath totals: "))
+        .unwrap_or_else(|| panic!("{what}: no DPDK totals: {stderr}"));
+    serde_json::from_str(totals).unwrap()
 }
 
 /// Host `config.rank` on a memif port meeting its peer on `socket` (host 1 the server).

@@ -128,14 +128,8 @@ impl InlineRx {
         let mut delivered = 0;
         for &m in mbufs.iter() {
             // SAFETY: a received mbuf this thread owns until it is freed below.
-            let Some(datagram) = (unsafe { self.check.accept(m) }) else {
+            let Some((datagram, frame)) = (unsafe { self.check.accept(m) }) else {
                 continue;
-            };
-            let mut len = 0u16;
-            // SAFETY: a single-segment mbuf `accept` checked; its data is `len` bytes.
-            let frame = unsafe {
-                let data = sys::shim_mbuf_data(m, &mut len);
-                std::slice::from_raw_parts(data, usize::from(len))
             };
             deliver(datagram.src, datagram.tos, &frame[datagram.payload]);
             delivered += 1;

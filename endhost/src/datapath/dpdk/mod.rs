@@ -156,7 +156,11 @@ unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
         let (mut kept, mut dropped) = (0, 0);
         for &m in &burst[..n] {
             // SAFETY: a received mbuf, ours until handed on or freed.
-            if unsafe { rx.check.accept(m) }.is_some() {
+            if let Some((datagram, _)) = unsafe { rx.check.accept(m) } {
+                // The headers stay (the source is read from them again); Ethernet
+                // padding goes.
+                // SAFETY: the payload lies within the first segment, as parse checked.
+                unsafe { sys::shim_mbuf_keep(m, datagram.payload.end as u16) };
                 keep[kept] = m;
                 kept += 1;
             } else {
@@ -194,11 +198,11 @@ unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
 }
 
 impl Checker {
-    /// The datagram `m` carries if it is ours, the mbuf trimmed to its end.
+    /// The datagram `m` carries if it is ours, with the frame's bytes.
     ///
     /// # Safety
-    /// `m` is a valid mbuf this thread owns.
-    unsafe fn accept(&self, m: *mut sys::rte_mbuf) -> Option<frame::Datagram> {
+    /// `m` is a valid mbuf this thread owns; the bytes live until it is freed.
+    unsafe fn accept<'m>(&self, m: *mut sys::rte_mbuf) -> Option<(frame::Datagram, &'m [u8])> {
         let counters = &self.shared.rx;
         // SAFETY: per the contract; data and len describe the first segment.
         let bytes = unsafe {
@@ -229,10 +233,7 @@ impl Checker {
             counters.not_ours.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        // The headers stay (the source is read from them again); Ethernet padding goes.
-        // SAFETY: the payload lies within the first segment, as parse checked.
-        unsafe { sys::shim_mbuf_keep(m, datagram.payload.end as u16) };
-        Some(datagram)
+        Some((datagram, bytes))
     }
 }
 

@@ -6,8 +6,12 @@
 //! it on frame counts only; `docs/src/design/plan.md` says how it was validated
 //! (tests/thresholds.rs, against the lab switch's queue at exact times).
 
+mod memo;
+
 use rayon::prelude::*;
 use std::collections::VecDeque;
+
+pub use memo::Memo;
 
 /// What arrives at a congested port.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,6 +89,8 @@ pub struct QueueOutcome {
     /// number of frames (the last entry: that many or more).
     pub seen_not_ect: Vec<u64>,
     pub seen_ect: Vec<u64>,
+    /// The most frames any Not-ECT (index 0) and any ECT (index 1) arrival found queued.
+    pub longest: [u32; 2],
 }
 
 /// How many arrivals found at least each number of frames queued, as fractions: what
@@ -244,10 +250,22 @@ pub fn estimate(
     seed: u64,
     precision: &Precision,
 ) -> Vec<Estimated> {
-    let total: f64 = shares.iter().sum();
+    estimate_seeing(traffic, shares, limits, tolerances, seed, precision).0
+}
+
+/// [`estimate`], and per queue the most frames any arrival of each kind found queued.
+fn estimate_seeing(
+    traffic: &Traffic,
+    shares: &[f64],
+    limits: &[Limits],
+    tolerances: &[(f64, f64)],
+    seed: u64,
+    precision: &Precision,
+) -> (Vec<Estimated>, Vec<[u32; 2]>) {
+    let traffic_total: f64 = shares.iter().sum();
     let resolved: Vec<bool> = shares
         .iter()
-        .map(|s| *s >= precision.resolved_share * total)
+        .map(|s| *s >= precision.resolved_share * traffic_total)
         .collect();
     let mut parts: Vec<Vec<QueueOutcome>> = Vec::new();
     loop {
@@ -279,7 +297,7 @@ pub fn estimate(
                     })
             });
         if runs >= precision.max_runs || (runs >= precision.min_runs && precise) {
-            return estimated;
+            return (estimated, total(&parts).iter().map(|o| o.longest).collect());
         }
     }
 }
@@ -342,6 +360,9 @@ impl QueueOutcome {
         for (a, b) in self.seen_ect.iter_mut().zip(&other.seen_ect) {
             *a += b;
         }
+        for (a, b) in self.longest.iter_mut().zip(other.longest) {
+            *a = (*a).max(b);
+        }
     }
 }
 
@@ -352,6 +373,22 @@ fn run(
     slots: u64,
     seed: u64,
     seen_up_to: Option<u32>,
+) -> Vec<QueueOutcome> {
+    match seen_up_to {
+        Some(most) => run_counting::<true>(traffic, shares, limits, slots, seed, most as usize + 1),
+        None => run_counting::<false>(traffic, shares, limits, slots, seed, 0),
+    }
+}
+
+/// [`run`], with the queue lengths arrivals find counted when `SEEN` (a constant, so
+/// the loop that does not count carries no test for it).
+fn run_counting<const SEEN: bool>(
+    traffic: &Traffic,
+    shares: &[f64],
+    limits: &[Limits],
+    slots: u64,
+    seed: u64,
+    histogram: usize,
 ) -> Vec<QueueOutcome> {
     let queues = shares.len();
     assert_eq!(queues, limits.len(), "a limit per queue");
@@ -369,15 +406,7 @@ fn run(
     let senders = traffic.senders.max(1);
     let bursts_per_slot = traffic.load / f64::from(traffic.burst_frames().max(1));
     let ect_below = ((1.0 - traffic.theta).clamp(0.0, 1.0) * u64::MAX as f64) as u64;
-    let histogram = seen_up_to.map_or(0, |h| h as usize + 1);
-    let mut out = vec![
-        QueueOutcome {
-            seen_not_ect: vec![0; histogram],
-            seen_ect: vec![0; histogram],
-            ..QueueOutcome::default()
-        };
-        queues
-    ];
+    let mut counts = Counts::new(limits, histogram);
     let mut port = Queues {
         length: vec![0; queues],
         busy: 0,
@@ -412,36 +441,82 @@ fn run(
             .min(slots);
         for _ in slot..until {
             for &(q, _) in &active {
+                let mut held = port.length[q];
                 for _ in 0..senders {
-                    let ect = rng.next() < ect_below;
-                    let here = &mut out[q];
-                    let held = port.length[q];
-                    if histogram > 0 {
-                        let at = (held as usize).min(histogram - 1);
-                        if ect {
-                            here.seen_ect[at] += 1;
-                        } else {
-                            here.seen_not_ect[at] += 1;
-                        }
-                    }
-                    let (tally, room) = if ect {
-                        (&mut here.ect, limits[q].limit)
-                    } else {
-                        (&mut here.not_ect, limits[q].mark)
-                    };
-                    tally.offered += 1;
-                    if held < room {
-                        port.admit(q);
-                    } else {
-                        tally.lost += 1;
-                    }
+                    let kind = usize::from(rng.next() < ect_below);
+                    held += counts.arrive::<SEEN>(q, kind, held);
                 }
+                port.hold(q, held);
             }
             port.drain(1);
         }
         slot = until;
     }
-    out
+    counts.outcomes()
+}
+
+/// What arrivals saw, per queue and kind of frame (index 0 Not-ECT, 1 ECT): the kind
+/// picks a row rather than a branch, since it is a coin toss the CPU cannot predict.
+struct Counts {
+    /// Per queue, the room each kind finds: S for Not-ECT, L for ECT.
+    room: Vec<[u32; 2]>,
+    offered: Vec<[u64; 2]>,
+    lost: Vec<[u64; 2]>,
+    longest: Vec<[u32; 2]>,
+    /// Per kind, `histogram` counters a queue, queue after queue.
+    seen: [Vec<u64>; 2],
+    histogram: usize,
+}
+
+impl Counts {
+    fn new(limits: &[Limits], histogram: usize) -> Counts {
+        let queues = limits.len();
+        Counts {
+            room: limits.iter().map(|l| [l.mark, l.limit]).collect(),
+            offered: vec![[0; 2]; queues],
+            lost: vec![[0; 2]; queues],
+            longest: vec![[0; 2]; queues],
+            seen: [vec![0; queues * histogram], vec![0; queues * histogram]],
+            histogram,
+        }
+    }
+
+    /// A frame of `kind` arrives at queue `q` holding `held` frames: 1 if admitted.
+    #[inline(always)]
+    fn arrive<const SEEN: bool>(&mut self, q: usize, kind: usize, held: u32) -> u32 {
+        if SEEN {
+            let at = (held as usize).min(self.histogram - 1);
+            self.seen[kind][q * self.histogram + at] += 1;
+        }
+        let longest = &mut self.longest[q][kind];
+        *longest = (*longest).max(held);
+        let admitted = held < self.room[q][kind];
+        self.offered[q][kind] += 1;
+        self.lost[q][kind] += u64::from(!admitted);
+        u32::from(admitted)
+    }
+
+    fn outcomes(self) -> Vec<QueueOutcome> {
+        let seen = |kind: usize, q: usize| {
+            let row = &self.seen[kind];
+            row[q * self.histogram..(q + 1) * self.histogram].to_vec()
+        };
+        (0..self.room.len())
+            .map(|q| {
+                let tally = |kind: usize| Tally {
+                    offered: self.offered[q][kind],
+                    lost: self.lost[q][kind],
+                };
+                QueueOutcome {
+                    not_ect: tally(0),
+                    ect: tally(1),
+                    seen_not_ect: seen(0, q),
+                    seen_ect: seen(1, q),
+                    longest: self.longest[q],
+                }
+            })
+            .collect()
+    }
 }
 
 /// The frames each queue holds, and which queues hold any.
@@ -451,9 +526,12 @@ struct Queues {
 }
 
 impl Queues {
-    fn admit(&mut self, q: usize) {
-        self.length[q] += 1;
-        self.busy |= 1 << q;
+    /// Queue `q` now holds `frames` (never fewer than before: arrivals only add).
+    fn hold(&mut self, q: usize, frames: u32) {
+        self.length[q] = frames;
+        if frames > 0 {
+            self.busy |= 1 << q;
+        }
     }
 
     /// `slots` frame times of sending, highest priority first.

@@ -91,11 +91,10 @@ mod choose;
 use std::collections::BTreeMap;
 
 use endhost_core::proto::PACING_BATCH;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use choose::{Chosen, Floors};
-use mlt_queue::{self as port, Limits, Loss, Precision, Tails, Traffic};
+use mlt_queue::{Limits, Loss, Memo, Precision, Tails, Traffic};
 
 use super::{ModelSummary, QosPlan};
 use crate::inventory::{Inventory, PinnedThreshold, THRESHOLD_UNIT, Tolerance};
@@ -222,13 +221,15 @@ pub struct Solved {
 }
 
 /// Thresholds for `queues` under `traffic` within `budget` frames, and their predicted
-/// losses (see the module documentation).
+/// losses (see the module documentation). `memo` holds the simulations of the plan's
+/// other profiles, reused where they are exactly what this one's would give.
 pub fn solve(
     queues: &[QueueInput],
     traffic: &Traffic,
     floors: Floors,
     budget: u32,
     queue_limits: bool,
+    memo: &Memo,
 ) -> Solved {
     let slots = open_slots(queues, traffic);
     let shares: Vec<f64> = queues.iter().map(|q| q.share).collect();
@@ -237,7 +238,7 @@ pub fn solve(
         .iter()
         .map(|q| q.pinned.unwrap_or(Limits::open(most)))
         .collect();
-    let open = port::simulate(traffic, &shares, &open_limits, slots, OPEN_SEED, Some(most));
+    let open = memo.simulate(traffic, &shares, &open_limits, slots, OPEN_SEED, Some(most));
     let tails: Vec<Tails> = open.iter().map(Tails::of).collect();
     let mut chosen = choose::choose(queues, &tails, floors, budget);
     let held = |chosen: &[Chosen]| held_limits(chosen, budget, queue_limits);
@@ -248,7 +249,7 @@ pub fn solve(
         .map(|q| (q.tolerance_not_ect, q.tolerance_ect))
         .collect();
     let predict = |limits: &[Limits], precision: &Precision| {
-        port::estimate(
+        memo.estimate(
             traffic,
             &shares,
             limits,
@@ -472,9 +473,11 @@ pub fn profiles(inv: &Inventory, qos: &QosPlan, model: &ModelSummary) -> Vec<Thr
         senders: model.fan_in,
     };
     let lowest = qos.classes.len().saturating_sub(1);
-    let kinds: Vec<(ProfileKey, Vec<String>)> = by_kind.into_iter().collect();
-    kinds
-        .into_par_iter()
+    // One profile after another (each simulation runs its replicas in parallel), so a
+    // later profile finds the runs of the earlier ones.
+    let memo = Memo::default();
+    by_kind
+        .into_iter()
         .map(|((buffer_bytes, link_mbps, queue_limits), switches)| {
             let burst = burst_bytes(model, link_mbps);
             let ect_room = (burst as f64 * (1.0 - model.theta)).ceil() as u64;
@@ -511,6 +514,7 @@ pub fn profiles(inv: &Inventory, qos: &QosPlan, model: &ModelSummary) -> Vec<Thr
                 floors,
                 budget.min(u64::from(u32::MAX)) as u32,
                 queue_limits,
+                &memo,
             );
             // Σ L_i of the chosen partition; the over-commitment check uses it whether
             // or not the switches hold the limits.
@@ -635,7 +639,7 @@ mod tests {
     #[test]
     fn a_roomy_buffer_meets_every_tolerance_above_the_floors() {
         let queues = queues(&[0.2, 0.3, 0.5], |i| i as f64 / 2.0);
-        let solved = solve(&queues, &BURSTS, FLOORS, 20_000, true);
+        let solved = solve(&queues, &BURSTS, FLOORS, 20_000, true, &Memo::default());
         let used: u32 = solved.chosen.iter().map(|c| c.limits.limit).sum();
         assert!(used <= 20_000);
         for ((q, c), (n, e)) in queues.iter().zip(&solved.chosen).zip(&solved.losses) {
@@ -651,7 +655,7 @@ mod tests {
     #[test]
     fn a_scarce_buffer_is_spent_within_its_size() {
         let queues = queues(&[0.2, 0.3, 0.5], |i| i as f64 / 2.0);
-        let solved = solve(&queues, &BURSTS, FLOORS, 90, true);
+        let solved = solve(&queues, &BURSTS, FLOORS, 90, true, &Memo::default());
         let used: u32 = solved.chosen.iter().map(|c| c.limits.limit).sum();
         assert!(used <= 90, "{:?}", solved.chosen);
         assert!(
@@ -668,7 +672,7 @@ mod tests {
     fn pinned_queues_keep_their_thresholds() {
         let mut queues = queues(&[0.5, 0.5], |i| i as f64);
         queues[0].pinned = Some(Limits { mark: 5, limit: 9 });
-        let solved = solve(&queues, &BURSTS, FLOORS, 5_000, true);
+        let solved = solve(&queues, &BURSTS, FLOORS, 5_000, true, &Memo::default());
         assert_eq!(solved.chosen[0].limits, Limits { mark: 5, limit: 9 });
         assert_eq!(solved.chosen[0].mark_set_by, SetBy::Pinned);
         assert_ne!(solved.chosen[1].mark_set_by, SetBy::Pinned);
@@ -677,7 +681,7 @@ mod tests {
     #[test]
     fn without_queue_limits_a_queue_gets_the_room_the_others_steps_leave() {
         let queues = queues(&[0.4, 0.6], |i| i as f64);
-        let solved = solve(&queues, &BURSTS, FLOORS, 1_000, false);
+        let solved = solve(&queues, &BURSTS, FLOORS, 1_000, false, &Memo::default());
         let steps: u32 = solved.chosen.iter().map(|c| c.limits.mark).sum();
         for (c, held) in solved.chosen.iter().zip(&solved.held) {
             assert_eq!(c.limit_set_by, SetBy::SharedBuffer);

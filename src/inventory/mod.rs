@@ -9,6 +9,7 @@
 pub mod addressing;
 mod layers;
 mod load;
+mod parts;
 mod raw;
 mod validate;
 

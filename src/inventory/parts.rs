@@ -1,0 +1,273 @@
+//! Parsing a large inventory's YAML in parts, one per core, giving the node tree that
+//! parsing it whole gives, with every node's line and column.
+//!
+//! The YAML parser runs on one thread at ~8 MB/s, so a 16,384-host inventory (5.7 MB)
+//! spends most of its load there. The text is cut where a line starts a top-level key or
+//! an entry of a top-level list, about evenly; each part is parsed with a newline for
+//! every line before it (so lines and columns are those of the whole file; character
+//! positions are not, and nothing reports them), a part that continues a list with the
+//! list's key on the line above its first entry. The parts' top-level mappings are then
+//! joined, a continued list's entries appended to the list. Any doubt parses the whole
+//! text instead: a line at column 0 that is not a plain key, a list entry, a comment or
+//! blank; a part that does not parse (a quoted or flow value running across a cut); a
+//! key in two parts. Every problem is therefore reported by the whole parse.
+
+use marked_yaml::{LoadError, LoaderOptions, Node};
+use rayon::prelude::*;
+
+/// Below this, the whole text is parsed on one thread: splitting would not pay.
+const PARALLEL_FROM_BYTES: usize = 512 << 10;
+
+/// How an inventory is read: a duplicate key is an error.
+fn options() -> LoaderOptions {
+    LoaderOptions::default().error_on_duplicate_keys(true)
+}
+
+/// The node tree of `text`, as `marked_yaml::parse_yaml_with_options` gives it.
+pub fn parse(source: usize, text: &str) -> Result<Node, LoadError> {
+    let parts = rayon::current_num_threads().min(8);
+    if text.len() >= PARALLEL_FROM_BYTES
+        && parts > 1
+        && let Some(cuts) = cuts(text, parts)
+        && let Some(root) = parse_parts(source, text, &cuts)
+    {
+        return Ok(root);
+    }
+    marked_yaml::parse_yaml_with_options(source, text, options())
+}
+
+/// Where a part after the first begins.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Cut<'t> {
+    /// Byte offset of the line.
+    at: usize,
+    /// Spaces before its first character: the part before ends after them, as the node
+    /// that ends there ends at the character after them in the whole parse.
+    indent: usize,
+    /// The top-level key whose list the part continues, when it begins at an entry.
+    continues: Option<&'t str>,
+}
+
+/// Where to cut `text` into `parts` of about equal size, at lines that start a
+/// top-level key or an entry (after the first) of a top-level list. None when some line
+/// leaves doubt, or when there is nothing to cut.
+fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
+    let mut candidates = Vec::new();
+    // The top-level key above, and the column of its list's entries once seen (None:
+    // not yet; Some(None): its value is not a block list).
+    let mut section: Option<(&str, Option<Option<usize>>)> = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let at = offset;
+        offset += line.len();
+        let content = line.trim_start_matches(' ');
+        if content.trim_end().is_empty() || content.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - content.len();
+        let entry = content.starts_with("- ") || content.trim_end() == "-";
+        if indent == 0 && !entry {
+            let key = plain_key(line)?;
+            if section.is_some() {
+                candidates.push(Cut {
+                    at,
+                    indent,
+                    continues: None,
+                });
+            }
+            section = Some((key, None));
+            continue;
+        }
+        let (key, entries) = section.as_mut()?;
+        match entries {
+            None => *entries = Some(entry.then_some(indent)),
+            Some(Some(column)) if *column == indent && entry => candidates.push(Cut {
+                at,
+                indent,
+                continues: Some(*key),
+            }),
+            Some(_) => {}
+        }
+    }
+    let mut cuts: Vec<Cut> = (1..parts)
+        .filter_map(|i| {
+            let target = text.len() * i / parts;
+            candidates
+                .iter()
+                .copied()
+                .min_by_key(|c| c.at.abs_diff(target))
+        })
+        .collect();
+    cuts.dedup();
+    (!cuts.is_empty()).then_some(cuts)
+}
+
+/// The plain mapping key `line` starts with (`name:` then a space or the line's end).
+fn plain_key(line: &str) -> Option<&str> {
+    let name_end = line
+        .bytes()
+        .position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        .unwrap_or(line.len());
+    let rest = &line.as_bytes()[name_end..];
+    let plain = name_end > 0
+        && line.as_bytes()[0].is_ascii_alphabetic()
+        && rest.first() == Some(&b':')
+        && matches!(rest.get(1), None | Some(b' ' | b'\n' | b'\r'));
+    plain.then(|| &line[..name_end])
+}
+
+fn parse_parts(source: usize, text: &str, cuts: &[Cut]) -> Option<Node> {
+    let first = Cut {
+        at: 0,
+        indent: 0,
+        continues: None,
+    };
+    let ends = cuts.iter().map(|c| c.at + c.indent);
+    let ends = ends.chain(std::iter::once(text.len()));
+    let parts: Vec<(Cut, usize)> = std::iter::once(first)
+        .chain(cuts.iter().copied())
+        .zip(ends)
+        .collect();
+    let roots: Vec<Node> = parts
+        .par_iter()
+        .map(|&(cut, end)| {
+            let lines_before = text.as_bytes()[..cut.at].iter().filter(|b| **b == b'\n');
+            let mut part = "\n".repeat(lines_before.count());
+            if let Some(key) = cut.continues {
+                // The list's key on the line above the part's first entry.
+                part.pop();
+                part.push_str(key);
+                part.push_str(":\n");
+            }
+            part.push_str(&text[cut.at..end]);
+            marked_yaml::parse_yaml_with_options(source, part, options()).ok()
+        })
+        .collect::<Option<_>>()?;
+    join(roots, &parts)
+}
+
+/// The parts' top-level mappings as one, spanning from the first's start to the last's
+/// end, continued lists appended to. None if a key is in two parts (the whole parse
+/// reports it) or a continued list is not one.
+fn join(roots: Vec<Node>, parts: &[(Cut, usize)]) -> Option<Node> {
+    let mut roots = roots.into_iter();
+    let Node::Mapping(mut whole) = roots.next()? else {
+        return None;
+    };
+    for (root, (cut, _)) in roots.zip(&parts[1..]) {
+        let Node::Mapping(mut part) = root else {
+            return None;
+        };
+        let end = part.span().end().copied();
+        let mut entries = std::mem::take(&mut *part).into_iter();
+        if let Some(key) = cut.continues {
+            let (part_key, Node::Sequence(mut more)) = entries.next()? else {
+                return None;
+            };
+            let last_key = whole.keys().next_back()?.as_str().to_owned();
+            let Some(Node::Sequence(list)) = whole.get_mut(key) else {
+                return None;
+            };
+            if part_key.as_str() != key || last_key != key {
+                return None;
+            }
+            list.span_mut().set_end(more.span().end().copied());
+            list.append(&mut more);
+        }
+        for (key, value) in entries {
+            if whole.contains_key(&key) {
+                return None;
+            }
+            whole.insert(key, value);
+        }
+        whole.span_mut().set_end(end);
+    }
+    Some(Node::Mapping(whole))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(text: &str) -> Node {
+        marked_yaml::parse_yaml_with_options(0, text, options()).unwrap()
+    }
+
+    fn in_parts(text: &str, parts: usize) -> Option<Node> {
+        parse_parts(0, text, &cuts(text, parts)?)
+    }
+
+    /// The same nodes with the same lines and columns. (A node's equality leaves its
+    /// span out; its debug form shows it, character positions included, which parts do
+    /// not keep.)
+    fn same_tree(a: &Node, b: &Node) -> bool {
+        let shown = |n: &Node| {
+            let text = format!("{n:?}");
+            let mut out = String::with_capacity(text.len());
+            for piece in text.split("character: ") {
+                out.push_str(piece.trim_start_matches(|c: char| c.is_ascii_digit()));
+            }
+            out
+        };
+        a == b && shown(a) == shown(b)
+    }
+
+    const INVENTORY: &str = "# an inventory\nfabric:\n  name: x  # its name\n\n\
+        racks:\n  - {name: r1, subnet: 10.1.0.0/24}\n  - name: r2\n    note: |\n      two\n\n      lines\n\
+        # hosts follow\nhosts:\n- name: h1\n  cores: [2, 3]\n  ports:\n  - a\n  - b\n\
+        - name: \"h\u{e9}2\"\n  mgmt: {address: 10.0.0.2}\n- name: h3\n\
+        training:\n  loss_bound: 0.01\n  layers:\n    - 1\n    - 2\n";
+
+    #[test]
+    fn parts_give_the_tree_lines_and_columns_of_the_whole() {
+        let mut seen = Vec::new();
+        for parts in 2..=8 {
+            let cuts = cuts(INVENTORY, parts).expect("places to cut");
+            seen.extend(cuts.iter().map(|c| c.continues));
+            let joined = parse_parts(0, INVENTORY, &cuts).expect("parts parse");
+            assert!(same_tree(&joined, &whole(INVENTORY)), "{parts} parts");
+        }
+        // Cut at section keys and inside lists, both kinds.
+        assert!(seen.contains(&None));
+        assert!(seen.contains(&Some("racks")) && seen.contains(&Some("hosts")));
+    }
+
+    #[test]
+    fn a_generated_fabric_parses_alike_in_parts() {
+        let size = crate::generate::FabricSize {
+            spines: 2,
+            leaves: 4,
+            hosts_per_leaf: 4,
+            layers: 8,
+            params_per_layer: 1000,
+        };
+        let text = crate::generate::fabric_yaml(size).unwrap();
+        for parts in [2, 3, 7] {
+            let joined = in_parts(&text, parts).expect("cut");
+            assert!(same_tree(&joined, &whole(&text)), "{parts} parts");
+        }
+    }
+
+    #[test]
+    fn doubt_is_left_to_the_whole_parse() {
+        // A line at column 0 that is not a plain key or a list entry.
+        assert_eq!(cuts("a: 1\n---\nb: 2\n", 2), None);
+        assert_eq!(cuts("a: [1,\n2]\nb: 2\n", 2), None);
+        assert_eq!(cuts("\"a\": 1\nb: 2\n", 2), None);
+        // A quoted or flow value running across a cut: that part does not parse.
+        assert_eq!(in_parts("a: \"one\nb: two\"\nc: 3\n", 2), None);
+        assert_eq!(in_parts("a: [1,\n  2\nb: 2]\n", 2), None);
+        assert_eq!(in_parts("a:\n  - \"x\n  - y\"\n  - z\n", 3), None);
+        // A key in two parts.
+        assert_eq!(in_parts("a: 1\nb: 2\na: 3\n", 3), None);
+        // `parse` then gives what the whole parse gives: its error.
+        let twice = format!("a: 1\nb: \"{}\"\na: 3\n", "x".repeat(PARALLEL_FROM_BYTES));
+        let (Err(split), Err(alone)) = (
+            parse(0, &twice),
+            marked_yaml::parse_yaml_with_options(0, twice.as_str(), options()),
+        ) else {
+            panic!("a duplicate key is an error");
+        };
+        assert_eq!(format!("{split:?}"), format!("{alone:?}"));
+    }
+}

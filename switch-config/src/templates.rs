@@ -14,12 +14,8 @@ macro_rules! templates {
     };
 }
 
-const TEMPLATES: &[(&str, &str)] = templates![
-    "eos/config.tera",
-    "onyx/config.tera",
-    "cumulus/config.tera",
-    "sonic/config.tera",
-];
+const TEMPLATES: &[(&str, &str)] =
+    templates!["eos/config.tera", "onyx/config.tera", "cumulus/config.tera",];
 
 fn engine() -> &'static Tera {
     static ENGINE: OnceLock<Tera> = OnceLock::new();
@@ -59,11 +55,7 @@ pub fn render(
     };
     let value = serde_json::to_value(context).map_err(|e| failed(e.to_string()))?;
     if let Some(bad) = control_character(&value) {
-        return Err(crate::text::unexpressible(
-            intent,
-            format!("the value {}", mlt_common::redact::shown(bad)),
-            "a control character cannot go into a configuration line",
-        ));
+        return Err(control_character_refused(intent, bad));
     }
     let context = tera::Context::from_value(value).map_err(|e| failed(chain(&e)))?;
     let text = engine()
@@ -71,6 +63,25 @@ pub fn render(
         .map_err(|e| failed(chain(&e)))?;
     // Templates start each line with its newline; an absent title leaves one in front.
     Ok(text.trim_start_matches('\n').to_string())
+}
+
+/// An error naming the first of `words` that holds a control character, if one does.
+pub fn refuse_control_characters<'w>(
+    intent: &SwitchIntent,
+    mut words: impl Iterator<Item = &'w str>,
+) -> Result<(), Error> {
+    match words.find(|w| w.contains(char::is_control)) {
+        Some(bad) => Err(control_character_refused(intent, bad)),
+        None => Ok(()),
+    }
+}
+
+fn control_character_refused(intent: &SwitchIntent, bad: &str) -> Error {
+    crate::text::unexpressible(
+        intent,
+        format!("the value {}", mlt_common::redact::shown(bad)),
+        "a control character cannot go into a configuration line",
+    )
 }
 
 /// The first string in `value` that holds a control character.

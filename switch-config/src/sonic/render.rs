@@ -1,9 +1,10 @@
-//! SONiC: laying changes out as config_db tables (`templates/switch/sonic/`) or, for
-//! a running switch, as the JSON patch the generic config updater applies.
+//! SONiC: laying changes out as config_db tables or, for a running switch, as the JSON
+//! patch the generic config updater applies. Both are JSON, printed by serde_json (two
+//! spaces an indent, tables, objects and fields in the order set here).
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value as Json, json};
 
 use super::{Key, Presence, Table, Value};
@@ -25,52 +26,69 @@ pub(super) fn layout(
     }
 }
 
-/// The tables holding `expected`, as config_db JSON.
+/// The tables holding `expected` (in key order, as [`crate::items::Items`] holds
+/// them), as config_db JSON.
 fn config_db<'a>(
     intent: &SwitchIntent,
     expected: impl Iterator<Item = (&'a Key, &'a Value)>,
 ) -> Result<String, Error> {
-    let mut tables: BTreeMap<Table, BTreeMap<String, Map<String, Json>>> = BTreeMap::new();
+    let mut tables: Vec<TableView> = Vec::new();
+    let mut last: Option<&Key> = None;
     for (key, value) in expected {
-        if let Value::Table(_) = value {
-            continue;
-        }
-        let objects = tables.entry(key.table).or_default();
-        match (value, &key.field) {
-            (Value::Object(_), None) => {
-                objects.entry(key.object.clone()).or_default();
-            }
-            (Value::Field(v), Some(field)) => {
-                let object = objects.entry(key.object.clone()).or_default();
-                object.insert(field.clone(), Json::String(v.clone()));
-            }
-            (Value::Route { hops, .. }, _) => {
-                objects.insert(key.object.clone(), route_fields(hops));
-            }
+        debug_assert!(
+            last.is_none_or(|last| last < key),
+            "items come in key order"
+        );
+        last = Some(key);
+        let fields = match (value, &key.field) {
+            (Value::Object(_), None) => Vec::new(),
+            (Value::Field(v), Some(field)) => vec![(field.clone(), Json::String(v.clone()))],
+            (Value::Route { hops, .. }, _) => route_fields(hops).into_iter().collect(),
             // Only a configuration read from a switch holds one (the journal's copy).
-            (Value::Shared { original, .. }, None) => {
-                objects.insert(key.object.clone(), original.clone());
-            }
-            _ => {}
+            (Value::Shared { original, .. }, None) => original.clone().into_iter().collect(),
+            _ => continue,
+        };
+        if tables.last().is_none_or(|t| t.table != key.table) {
+            tables.push(TableView {
+                table: key.table,
+                objects: Vec::new(),
+            });
+        }
+        let objects = &mut tables.last_mut().expect("just pushed").objects;
+        match objects.last_mut() {
+            Some(object) if object.key == key.object => object.fields.extend(fields),
+            _ => objects.push(ObjectView {
+                key: key.object.clone(),
+                fields,
+            }),
         }
     }
-    let view = View {
-        switch: &intent.name,
-        tables: tables
-            .into_iter()
-            .map(|(table, objects)| TableView {
-                name: table.name(),
-                objects: objects
-                    .into_iter()
-                    .map(|(key, fields)| ObjectView {
-                        key,
-                        fields: ordered_fields(fields),
-                    })
-                    .collect(),
-            })
-            .collect(),
-    };
-    templates::render(intent, "sonic/config.tera", &view)
+    for object in tables.iter_mut().flat_map(|t| &mut t.objects) {
+        object.fields.sort_by(|(a, _), (b, _)| field_order(a, b));
+        // A field set twice keeps its later value, as a JSON object would.
+        object.fields.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+    }
+    // JSON escapes every control character, but a value holding one is no value any
+    // switch was given: refused as every vendor refuses it.
+    let words = tables.iter().flat_map(|t| &t.objects).flat_map(|o| {
+        let fields = o
+            .fields
+            .iter()
+            .flat_map(|(k, v)| [Some(k.as_str()), v.as_str()]);
+        std::iter::once(Some(o.key.as_str()))
+            .chain(fields)
+            .flatten()
+    });
+    templates::refuse_control_characters(intent, words)?;
+    let mut text = serde_json::to_string_pretty(&Tables(&tables)).expect("tables serialize");
+    text.push('\n');
+    Ok(text)
 }
 
 /// A JSON patch: removals first (referencing tables before referenced ones), then
@@ -208,15 +226,11 @@ fn route_fields(hops: &NextHops) -> Map<String, Json> {
 }
 
 /// Fields in a stable order: numerically when they are numbers (map entries).
-fn ordered_fields(fields: Map<String, Json>) -> Vec<(String, Json)> {
-    let mut fields: Vec<(String, Json)> = fields.into_iter().collect();
-    fields.sort_by(
-        |(a, _), (b, _)| match (a.parse::<u32>(), b.parse::<u32>()) {
-            (Ok(x), Ok(y)) => x.cmp(&y),
-            _ => a.cmp(b),
-        },
-    );
-    fields
+fn field_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<u32>(), b.parse::<u32>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        _ => a.cmp(b),
+    }
 }
 
 /// A JSON pointer reference token (RFC 6901): `~` and `/` escaped.
@@ -224,22 +238,51 @@ fn pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
-#[derive(Serialize)]
-struct View<'a> {
-    switch: &'a str,
-    tables: Vec<TableView>,
-}
-
-#[derive(Serialize)]
 struct TableView {
-    name: &'static str,
+    table: Table,
     objects: Vec<ObjectView>,
 }
 
-#[derive(Serialize)]
 struct ObjectView {
     key: String,
     fields: Vec<(String, Json)>,
+}
+
+/// config_db: a map of tables, each a map of objects, each a map of fields, in order.
+struct Tables<'a>(&'a [TableView]);
+
+impl Serialize for Tables<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut tables = serializer.serialize_map(Some(self.0.len()))?;
+        for table in self.0 {
+            tables.serialize_entry(table.table.name(), &Objects(&table.objects))?;
+        }
+        tables.end()
+    }
+}
+
+struct Objects<'a>(&'a [ObjectView]);
+
+impl Serialize for Objects<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut objects = serializer.serialize_map(Some(self.0.len()))?;
+        for object in self.0 {
+            objects.serialize_entry(&object.key, &Fields(&object.fields))?;
+        }
+        objects.end()
+    }
+}
+
+struct Fields<'a>(&'a [(String, Json)]);
+
+impl Serialize for Fields<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut fields = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in self.0 {
+            fields.serialize_entry(name, value)?;
+        }
+        fields.end()
+    }
 }
 
 #[cfg(test)]

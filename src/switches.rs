@@ -79,9 +79,12 @@ pub fn write_all(dir: &Path, rendered: &[Rendered]) -> io::Result<Vec<PathBuf>> 
         .map(|r| inside(dir, &r.file_name))
         .collect::<io::Result<Vec<_>>>()?;
     files::output_dir(dir).map_err(io::Error::other)?;
-    for r in rendered {
-        write_file(dir, &r.file_name, &r.text, Access::Readable)?;
-    }
+    let contents: Vec<(&Path, &[u8])> = paths
+        .iter()
+        .zip(rendered)
+        .map(|(path, r)| (path.as_path(), r.text.as_bytes()))
+        .collect();
+    files::write_many(&contents, Access::Readable).map_err(io::Error::other)?;
     Ok(paths)
 }
 

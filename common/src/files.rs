@@ -137,26 +137,29 @@ pub fn write_many(files: &[(&Path, &[u8])], access: Access) -> Result<(), FileEr
             .map_err(FileError::io(temporary.path()))?;
         written.push((*path, temporary));
     }
-    // Syncs wait on the disk, not the CPU: many at once share the journal's commits.
-    let chunk = written.len().div_ceil(SYNCS_AT_ONCE).max(1);
-    std::thread::scope(|scope| {
-        let syncing: Vec<_> = written
-            .chunks(chunk)
-            .map(|some| {
-                scope.spawn(move || {
-                    some.iter().try_for_each(|(_, temporary)| {
-                        temporary
-                            .as_file()
-                            .sync_data()
-                            .map_err(FileError::io(temporary.path()))
-                    })
-                })
-            })
-            .collect();
-        syncing
-            .into_iter()
-            .try_for_each(|s| s.join().expect("a sync thread does not panic"))
-    })?;
+    let sync = |some: &[(&Path, tempfile::NamedTempFile)]| {
+        some.iter().try_for_each(|(_, temporary)| {
+            temporary
+                .as_file()
+                .sync_data()
+                .map_err(FileError::io(temporary.path()))
+        })
+    };
+    if written.len() <= 1 {
+        sync(&written)?;
+    } else {
+        // Syncs wait on the disk, not the CPU: many at once share the journal's commits.
+        let chunk = written.len().div_ceil(SYNCS_AT_ONCE);
+        std::thread::scope(|scope| {
+            let syncing: Vec<_> = written
+                .chunks(chunk)
+                .map(|some| scope.spawn(move || sync(some)))
+                .collect();
+            syncing
+                .into_iter()
+                .try_for_each(|s| s.join().expect("a sync thread does not panic"))
+        })?;
+    }
     for (path, temporary) in written {
         temporary
             .persist(path)

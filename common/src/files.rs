@@ -110,11 +110,22 @@ pub fn write(path: &Path, bytes: &[u8], access: Access) -> Result<(), FileError>
 /// Files [`write_many`] syncs at once (more did no better for 528 files here).
 const SYNCS_AT_ONCE: usize = 16;
 
-/// Writes each `(path, bytes)` as [`write`] does, in three passes: every temporary file
-/// written, then all synced, several at once, then each moved into place (528 rendered
-/// configurations: 0.55 s → 0.2 s, syncs 0.23 → 0.1 s). On an error, the files not yet
-/// moved stay as they were.
+/// Files [`write_many`] holds open at once: well below the usual limit of 1,024
+/// descriptors a process.
+const OPEN_AT_ONCE: usize = 256;
+
+/// Writes each `(path, bytes)` as [`write`] does, in three passes over up to
+/// [`OPEN_AT_ONCE`] files at a time: their temporary files written, then synced,
+/// several at once, then each moved into place (528 rendered configurations: 0.45 s →
+/// 0.2 s). Each file is whole and synced before it replaces the old one; on an error,
+/// the files not yet moved stay as they were (those moved before it are replaced).
 pub fn write_many(files: &[(&Path, &[u8])], access: Access) -> Result<(), FileError> {
+    files
+        .chunks(OPEN_AT_ONCE)
+        .try_for_each(|some| write_open_at_once(some, access))
+}
+
+fn write_open_at_once(files: &[(&Path, &[u8])], access: Access) -> Result<(), FileError> {
     let mut written = Vec::with_capacity(files.len());
     for (path, bytes) in files {
         expect_file_or_nothing(path)?;
@@ -437,6 +448,36 @@ mod tests {
             })
             .count();
         assert_eq!(partial, 0);
+    }
+
+    #[test]
+    fn more_files_than_a_process_may_hold_open_are_written() {
+        // A limit below the files written: each group of files is closed before the next.
+        let limit = libc::rlimit {
+            rlim_cur: (OPEN_AT_ONCE + 64) as libc::rlim_t,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        let mut old = limit;
+        // SAFETY: plain calls on this test's own process (nextest runs each test alone).
+        unsafe {
+            assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut old), 0);
+            let lowered = libc::rlimit {
+                rlim_max: old.rlim_max,
+                ..limit
+            };
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lowered), 0);
+        }
+        let dir = scratch_dir("mlt-files-").unwrap();
+        let count = OPEN_AT_ONCE * 3 + 7;
+        let names: Vec<PathBuf> = (0..count)
+            .map(|i| dir.path().join(format!("f{i}")))
+            .collect();
+        let files: Vec<(&Path, &[u8])> = names.iter().map(|n| (n.as_path(), &b"x"[..])).collect();
+        let result = write_many(&files, Access::Readable);
+        // SAFETY: as above.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &old) };
+        result.unwrap();
+        assert!(names.iter().all(|n| std::fs::read(n).unwrap() == b"x"));
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! list's key on the line above its first entry. The parts' top-level mappings are then
 //! joined, a continued list's entries appended to the list. Any doubt parses the whole
 //! text instead: a line at column 0 that is not a plain key, a list entry, a comment or
-//! blank; a part that does not parse (a quoted or flow value running across a cut); a
-//! key in two parts. Every problem is therefore reported by the whole parse.
+//! blank; a block scalar (an empty one ends differently at a part's end) or a lone CR
+//! anywhere; a part that does not parse (a quoted or flow value running across a cut);
+//! a key in two parts. Every problem is therefore reported by the whole parse.
 
 use marked_yaml::{LoadError, LoaderOptions, Node};
 use rayon::prelude::*;
@@ -60,6 +61,13 @@ fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
     for line in text.split_inclusive('\n') {
         let at = offset;
         offset += line.len();
+        // The parser also ends a line at a lone CR, which the cuts would not count.
+        let lone_cr = line.trim_end_matches(['\r', '\n']).contains('\r');
+        // A block scalar ends at the next token whole, at the end of a part parsed alone:
+        // an empty one reads as "" one way and "\n" the other.
+        if lone_cr || opens_block_scalar(line) {
+            return None;
+        }
         let content = line.trim_start_matches(' ');
         if content.trim_end().is_empty() || content.starts_with('#') {
             continue;
@@ -100,6 +108,15 @@ fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
         .collect();
     cuts.dedup();
     (!cuts.is_empty()).then_some(cuts)
+}
+
+/// Whether `line` may end with a block scalar's header (`|` or `>`, then chomping and
+/// indentation indicators, then perhaps a comment). A quoted value ending so counts too:
+/// a false alarm only parses the text whole.
+fn opens_block_scalar(line: &str) -> bool {
+    let value = line.split(" #").next().unwrap_or(line).trim_end();
+    let header = value.trim_end_matches(|c: char| c == '-' || c == '+' || c.is_ascii_digit());
+    value.len() - header.len() <= 2 && (header.ends_with('|') || header.ends_with('>'))
 }
 
 /// The plain mapping key `line` starts with (`name:` then a space or the line's end).
@@ -213,7 +230,7 @@ mod tests {
     }
 
     const INVENTORY: &str = "# an inventory\nfabric:\n  name: x  # its name\n\n\
-        racks:\n  - {name: r1, subnet: 10.1.0.0/24}\n  - name: r2\n    note: |\n      two\n\n      lines\n\
+        racks:\n  - {name: r1, subnet: 10.1.0.0/24}\n  - name: r2\n    note: \"two\n      lines\"\n\n\
         # hosts follow\nhosts:\n- name: h1\n  cores: [2, 3]\n  ports:\n  - a\n  - b\n\
         - name: \"h\u{e9}2\"\n  mgmt: {address: 10.0.0.2}\n- name: h3\n\
         training:\n  loss_bound: 0.01\n  layers:\n    - 1\n    - 2\n";
@@ -260,6 +277,14 @@ mod tests {
         assert_eq!(in_parts("a:\n  - \"x\n  - y\"\n  - z\n", 3), None);
         // A key in two parts.
         assert_eq!(in_parts("a: 1\nb: 2\na: 3\n", 3), None);
+        // A block scalar anywhere (an empty one before a cut would read as a newline).
+        for header in ["|", ">", "|-", "|+", ">2", "|2- # kept"] {
+            let text = format!("a:\n  - x: {header}\n  - y: 1\nb: 2\n");
+            assert_eq!(cuts(&text, 3), None, "{header}");
+        }
+        // A lone CR, which the parser counts as a line's end.
+        assert_eq!(cuts("a: 1 # x\ry: 2\nb: 2\n", 2), None);
+        assert!(cuts("a: 1\r\nb: 2\r\n", 2).is_some());
         // `parse` then gives what the whole parse gives: its error.
         let twice = format!("a: 1\nb: \"{}\"\na: 3\n", "x".repeat(PARALLEL_FROM_BYTES));
         let (Err(split), Err(alone)) = (

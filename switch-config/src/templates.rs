@@ -76,6 +76,18 @@ pub fn refuse_control_characters<'w>(
     }
 }
 
+/// An error naming the first string in `value` (at any depth) that holds a control
+/// character, if one does.
+pub fn refuse_control_characters_in(
+    intent: &SwitchIntent,
+    value: &serde_json::Value,
+) -> Result<(), Error> {
+    match control_character(value) {
+        Some(bad) => Err(control_character_refused(intent, bad)),
+        None => Ok(()),
+    }
+}
+
 fn control_character_refused(intent: &SwitchIntent, bad: &str) -> Error {
     crate::text::unexpressible(
         intent,

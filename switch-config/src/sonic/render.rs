@@ -76,16 +76,14 @@ fn config_db<'a>(
     }
     // JSON escapes every control character, but a value holding one is no value any
     // switch was given: refused as every vendor refuses it.
-    let words = tables.iter().flat_map(|t| &t.objects).flat_map(|o| {
-        let fields = o
-            .fields
-            .iter()
-            .flat_map(|(k, v)| [Some(k.as_str()), v.as_str()]);
-        std::iter::once(Some(o.key.as_str()))
-            .chain(fields)
-            .flatten()
-    });
-    templates::refuse_control_characters(intent, words)?;
+    for object in tables.iter().flat_map(|t| &t.objects) {
+        let names =
+            std::iter::once(object.key.as_str()).chain(object.fields.iter().map(|f| f.0.as_str()));
+        templates::refuse_control_characters(intent, names)?;
+        for (_, value) in &object.fields {
+            templates::refuse_control_characters_in(intent, value)?;
+        }
+    }
     let mut text = serde_json::to_string_pretty(&Tables(&tables)).expect("tables serialize");
     text.push('\n');
     Ok(text)

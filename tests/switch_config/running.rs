@@ -572,6 +572,31 @@ fn sonic_queue_ranges_shared_with_the_plan_are_split() {
     );
 }
 
+/// What the journal keeps of a SONiC switch holds a shared entry as the switch has it;
+/// a control character anywhere in it, nested values too, is refused.
+#[test]
+fn a_control_character_nested_in_a_shared_sonic_entry_is_refused() {
+    let plan = lab_plan();
+    let spine1 = intent(&plan, "spine1");
+    let mut running: serde_json::Value =
+        serde_json::from_str(&switch_config::render(spine1).unwrap()).unwrap();
+    let queues = running["QUEUE"].as_object_mut().unwrap();
+    queues.remove("Ethernet0|1");
+    queues.remove("Ethernet0|2");
+    let mut shared = serde_json::json!({"scheduler": "[SCHEDULER|scheduler.0]"});
+    queues.insert("Ethernet0|0-2".into(), shared.clone());
+    let owned = switch_config::owned(spine1, &running.to_string()).unwrap();
+    assert!(owned.contains("Ethernet0|0-2"), "{owned}");
+    shared["note"] = serde_json::json!(["fine", "evil\nline"]);
+    running["QUEUE"]["Ethernet0|0-2"] = shared;
+    let err = switch_config::owned(spine1, &running.to_string()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("a control character cannot go into a configuration line"),
+        "{err}"
+    );
+}
+
 /// An NVUE interface bound to a QoS profile of its own does not use default-global:
 /// on the plan's ports such a binding is drift and is unset; other ports, other
 /// bindings (PFC) and multi-line quoted values are left alone.

@@ -58,14 +58,17 @@ impl Memo {
         seen_up_to: Option<u32>,
     ) -> Vec<QueueOutcome> {
         let held = self.simulated.lock().expect("memo lock");
-        let found = held.iter().find_map(|s| {
-            let same =
-                (&s.traffic, &s.shares[..], s.slots, s.seed) == (traffic, shares, slots, seed);
-            let longest: Vec<[u32; 2]> = s.outcome.iter().map(|o| o.longest).collect();
-            (same && same_decisions(&s.limits, limits, &longest))
-                .then(|| resized(&s.outcome, s.seen_up_to, seen_up_to))
-                .flatten()
-        });
+        let found = held
+            .iter()
+            .filter(|s| {
+                (&s.traffic, &s.shares[..], s.slots, s.seed) == (traffic, shares, slots, seed)
+            })
+            .find_map(|s| {
+                let longest: Vec<[u32; 2]> = s.outcome.iter().map(|o| o.longest).collect();
+                same_decisions(&s.limits, limits, &longest)
+                    .then(|| resized(&s.outcome, s.seen_up_to, seen_up_to))
+                    .flatten()
+            });
         drop(held);
         if let Some(outcome) = found {
             return outcome;

@@ -534,6 +534,19 @@ fn a_stale_sonic_buffer_binding_is_removed_whole() {
     );
 }
 
+/// `intent`'s rendered configuration with Ethernet0's queues 0-2 set by one entry,
+/// `fields` (older QoS templates write ranges).
+fn with_queue_range(intent: &SwitchIntent, fields: serde_json::Value) -> serde_json::Value {
+    let mut running: serde_json::Value =
+        serde_json::from_str(&switch_config::render(intent).unwrap()).unwrap();
+    let queues = running["QUEUE"].as_object_mut().unwrap();
+    for queue in ["Ethernet0|1", "Ethernet0|2"] {
+        queues.remove(queue);
+    }
+    queues.insert("Ethernet0|0-2".into(), fields);
+    running
+}
+
 /// A QUEUE entry for a range of queues (`Ethernet0|0-2`, older QoS templates) that
 /// covers one of the plan's queues is split: the plan's queue gets its own entry and
 /// the others keep theirs, so no two entries set one queue.
@@ -541,13 +554,8 @@ fn a_stale_sonic_buffer_binding_is_removed_whole() {
 fn sonic_queue_ranges_shared_with_the_plan_are_split() {
     let plan = lab_plan();
     let spine1 = intent(&plan, "spine1");
-    let mut running: serde_json::Value =
-        serde_json::from_str(&switch_config::render(spine1).unwrap()).unwrap();
-    let queues = running["QUEUE"].as_object_mut().unwrap();
-    queues.remove("Ethernet0|1");
-    queues.remove("Ethernet0|2");
-    queues.insert(
-        "Ethernet0|0-2".into(),
+    let running = with_queue_range(
+        spine1,
         serde_json::json!({"scheduler": "[SCHEDULER|scheduler.0]"}),
     );
     let diff = switch_config::diff(spine1, Some(&running.to_string())).unwrap();
@@ -578,17 +586,12 @@ fn sonic_queue_ranges_shared_with_the_plan_are_split() {
 fn a_control_character_nested_in_a_shared_sonic_entry_is_refused() {
     let plan = lab_plan();
     let spine1 = intent(&plan, "spine1");
-    let mut running: serde_json::Value =
-        serde_json::from_str(&switch_config::render(spine1).unwrap()).unwrap();
-    let queues = running["QUEUE"].as_object_mut().unwrap();
-    queues.remove("Ethernet0|1");
-    queues.remove("Ethernet0|2");
     let mut shared = serde_json::json!({"scheduler": "[SCHEDULER|scheduler.0]"});
-    queues.insert("Ethernet0|0-2".into(), shared.clone());
+    let running = with_queue_range(spine1, shared.clone());
     let owned = switch_config::owned(spine1, &running.to_string()).unwrap();
     assert!(owned.contains("Ethernet0|0-2"), "{owned}");
     shared["note"] = serde_json::json!(["fine", "evil\nline"]);
-    running["QUEUE"]["Ethernet0|0-2"] = shared;
+    let running = with_queue_range(spine1, shared);
     let err = switch_config::owned(spine1, &running.to_string()).unwrap_err();
     assert!(
         err.to_string()

@@ -324,3 +324,114 @@ fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
         }
     }
 }
+
+/// The emulated NVUE's `nv config patch FILE` sets what the same settings set as `nv
+/// set` commands, whole or not at all. The file is written as NVIDIA's `startup.yaml`
+/// and `nv config diff -o yaml` show a configuration (its `qos` tree as in the NVUE
+/// object model printed in NVIDIA's *Cumulus Linux Automation Workshop*): a list of
+/// operations, attributes as nested keys, a collection's member holding `{}`.
+#[test]
+fn the_emulated_nvue_patches_what_its_commands_set() {
+    let scratch_dir = mlt_common::files::scratch_dir("mltctl-nvue-patch-").unwrap();
+    let scratch = scratch_dir.path();
+    let mltctl = std::path::Path::new("/usr/bin/mltctl");
+    let words = |line: &str| -> Vec<String> { line.split_whitespace().map(String::from).collect() };
+    let by_commands = Device::install(&scratch.join("commands"), "cumulus", "", mltctl);
+    for line in [
+        "nv set qos congestion-control default-global traffic-class 2,3 min-threshold 150000",
+        "nv set qos congestion-control default-global traffic-class 2,3 ecn enable",
+        "nv set qos mapping default-global trust l3",
+        "nv set vrf default router static 10.1.0.0/24 via 10.0.0.1",
+        "nv set vrf default router static 10.2.0.0/24 via blackhole",
+    ] {
+        assert_eq!(by_commands.run(&words(line), "").status, 0, "{line}");
+    }
+    let patch = "- set:
+    qos:
+      congestion-control:
+        default-global:
+          traffic-class:
+            '2':
+              ecn: enable
+              min-threshold: 150000
+            '3':
+              ecn: enable
+              min-threshold: 150000
+      mapping:
+        default-global:
+          trust: l3
+    vrf:
+      default:
+        router:
+          static:
+            10.1.0.0/24:
+              via:
+                10.0.0.1: {}
+            10.2.0.0/24:
+              via:
+                blackhole: {}
+";
+    let file = scratch.join("patch.yaml");
+    std::fs::write(&file, patch).unwrap();
+    let file = file.to_str().unwrap();
+    let by_patch = Device::install(&scratch.join("patch"), "cumulus", "", mltctl);
+    let patched = by_patch.run(&words(&format!("nv config patch {file}")), "");
+    assert_eq!(patched.status, 0, "{patched:?}");
+    let diff = |device: &Device| device.run(&words("nv config diff -o commands"), "").stdout;
+    let pending = diff(&by_commands);
+    assert!(
+        pending.contains("traffic-class 3 min-threshold 150000"),
+        "{pending}"
+    );
+    assert_eq!(diff(&by_patch), pending);
+
+    // Refused, the pending revision unchanged: a relative path, a file that is not YAML
+    // or not a list of operations, a setting the switch rejects.
+    let refused = Device::install(&scratch.join("refused"), "cumulus", "", mltctl);
+    refused.set_faults(&["reject: via blackhole"]);
+    let write = |name: &str, text: &str| {
+        let path = scratch.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    for (file, error) in [
+        ("patch.yaml".to_string(), "full path"),
+        (write("bad.yaml", "- set: [\n"), "Failed to parse YAML"),
+        (write("map.yaml", "set: {}\n"), "list of operation objects"),
+        (
+            write("verb.yaml", "- replace: {a: {b: c}}\n"),
+            "list of operation objects",
+        ),
+        (
+            file.to_string(),
+            "Invalid config: nv set vrf default router static 10.2.0.0/24 via blackhole",
+        ),
+    ] {
+        let reply = refused.run(&words(&format!("nv config patch {file}")), "");
+        assert_eq!(reply.status, 1, "{file}: {reply:?}");
+        assert!(reply.stderr.contains(error), "{file}: {reply:?}");
+        assert_eq!(diff(&refused), "", "{file}");
+    }
+    // An empty file changes nothing; `- unset:` takes settings out.
+    let empty = write("empty.yaml", "");
+    assert_eq!(
+        by_patch
+            .run(&words(&format!("nv config patch {empty}")), "")
+            .status,
+        0
+    );
+    assert_eq!(diff(&by_patch), pending);
+    let unset = write(
+        "unset.yaml",
+        "- unset:\n    vrf: {default: {router: {static: {10.2.0.0/24: {via: {blackhole: {}}}}}}}\n",
+    );
+    assert_eq!(
+        by_patch
+            .run(&words(&format!("nv config patch {unset}")), "")
+            .status,
+        0
+    );
+    let without = diff(&by_patch);
+    assert!(!without.contains("blackhole"), "{without}");
+    assert!(without.contains("10.1.0.0/24 via 10.0.0.1"), "{without}");
+}

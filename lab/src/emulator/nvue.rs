@@ -9,6 +9,13 @@
 //! - `nv config apply [-y]` makes pending the applied revision. With `--confirm TIME`
 //!   it reverts when TIME runs out (`Ns`, `Nm`, `Nh`, bare minutes) unless
 //!   `--confirm-yes` comes first; `--confirm-no` reverts at once.
+//! - `nv config patch FILE` applies a YAML file to the pending revision, as `nv set`
+//!   and `nv unset` would: the file is a list of operations (`- set: TREE`, `- unset:
+//!   TREE`, as `startup.yaml` and `nv config diff -o yaml` write them), each tree the
+//!   configuration's attributes as nested keys (`qos: {roce: {mode: lossy}}` is `nv set
+//!   qos roce mode lossy`; a member of a collection holds `{}`: `via: {10.0.0.1: {}}`).
+//!   FILE is named by its full path; an empty file changes nothing; a file that is not
+//!   YAML, or not a list of operations, is refused. A patch applies whole or not at all.
 //! - `nv config save` writes the startup configuration.
 //! - `nv set qos roce [mode lossless|lossy|lossless-single-ipool]` (NVIDIA's *RDMA
 //!   over Converged Ethernet* page) turns RoCE mode on: traffic classes 0 and 3 get
@@ -18,7 +25,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{Device, Reply, duration_seconds, numbers};
+use yaml_rust2::{Yaml, YamlLoader};
+
+use super::{Device, Faults, Reply, duration_seconds, numbers};
 
 const APPLIED: &str = "applied";
 const PENDING: &str = "pending";
@@ -80,6 +89,16 @@ pub fn nv(device: &Device, args: &[&str]) -> Reply {
             };
             match result {
                 Ok(()) => {
+                    device.write(PENDING, &render(&pending));
+                    Reply::default()
+                }
+                Err(message) => Reply::fail(1, format!("Error: {message}\n")),
+            }
+        }
+        ["config", "patch", file] => {
+            let pending = device.read(PENDING).map(|t| load(&t)).unwrap_or(applied);
+            match patch(pending, file, &faults) {
+                Ok(pending) => {
                     device.write(PENDING, &render(&pending));
                     Reply::default()
                 }
@@ -168,6 +187,84 @@ fn apply(device: &Device, options: &[&str], drop_after: bool) -> Reply {
         stdout: "applied\n".into(),
         drop_connection: drop_after && confirm.is_some(),
         ..Reply::default()
+    }
+}
+
+/// `pending` with the operations of the patch file at `file` applied, each setting
+/// (and its fault) as its own `nv set`/`nv unset` would be.
+fn patch(mut pending: Revision, file: &str, faults: &Faults) -> Result<Revision, String> {
+    if !file.starts_with('/') {
+        return Err(format!("{file}: give the file's full path"));
+    }
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+    let documents =
+        YamlLoader::load_from_str(&text).map_err(|e| format!("Failed to parse YAML: {e}"))?;
+    let Some(document) = documents.first() else {
+        return Ok(pending);
+    };
+    let not_operations = || "NVUE file must contain a list of operation objects".to_string();
+    let operations = document.as_vec().ok_or_else(not_operations)?;
+    for operation in operations {
+        let entries: Vec<(&Yaml, &Yaml)> = operation.as_hash().into_iter().flatten().collect();
+        let [(verb, tree)] = entries.as_slice() else {
+            return Err(not_operations());
+        };
+        let verb = verb.as_str().filter(|v| ["set", "unset"].contains(v));
+        let verb = verb.ok_or_else(not_operations)?;
+        let mut paths = Vec::new();
+        settings(tree, &mut Vec::new(), &mut paths)?;
+        for path in paths {
+            let line = format!("nv {verb} {}", path.join(" "));
+            if faults.rejects(&line) {
+                return Err(format!("Invalid config: {line}"));
+            }
+            if faults.ignores(&line) {
+                continue;
+            }
+            if verb == "set" {
+                set(&mut pending, &path)?;
+            } else {
+                unset(&mut pending, &path)?;
+            }
+        }
+    }
+    Ok(pending)
+}
+
+/// The path of every setting in `tree` below `above`: a key then its value, or a key
+/// holding `{}` (or nothing) on its own.
+fn settings(
+    tree: &Yaml,
+    above: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> Result<(), String> {
+    let Some(hash) = tree.as_hash() else {
+        return Err(format!("{}: expected attributes", above.join(" ")));
+    };
+    for (key, value) in hash {
+        above
+            .push(scalar(key).ok_or_else(|| format!("{}: a key must be a word", above.join(" ")))?);
+        match value {
+            Yaml::Hash(h) if !h.is_empty() => settings(value, above, out)?,
+            Yaml::Hash(_) | Yaml::Null => out.push(above.clone()),
+            _ => {
+                let word = scalar(value)
+                    .ok_or_else(|| format!("{}: a value must be a word", above.join(" ")))?;
+                let mut path = above.clone();
+                path.push(word);
+                out.push(path);
+            }
+        }
+        above.pop();
+    }
+    Ok(())
+}
+
+fn scalar(node: &Yaml) -> Option<String> {
+    match node {
+        Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
+        Yaml::Integer(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 

@@ -52,6 +52,7 @@
 mod commands;
 pub mod counters;
 mod interfaces;
+mod patch;
 pub(crate) mod push;
 mod render;
 

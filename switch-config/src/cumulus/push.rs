@@ -1,7 +1,8 @@
-//! NVIDIA Cumulus Linux (NVUE): `nv set`/`nv unset` build a pending revision,
-//! `nv config diff` shows it, `nv config apply --confirm` applies it and reverts unless
-//! `--confirm-yes` follows in time; `--confirm-no` reverts at once, `nv config detach`
-//! drops a pending revision, `nv config save` keeps the applied one for the next boot.
+//! NVIDIA Cumulus Linux (NVUE): `nv unset` and `nv config patch` (or `nv set`) build a
+//! pending revision, `nv config diff` shows it, `nv config apply --confirm` applies it
+//! and reverts unless `--confirm-yes` follows in time; `--confirm-no` reverts at once,
+//! `nv config detach` drops a pending revision, `nv config save` keeps the applied one
+//! for the next boot.
 
 use std::time::Duration;
 
@@ -13,6 +14,10 @@ pub struct Cumulus;
 /// The most `nv` commands one shell on the switch runs while loading a change: at a
 /// second or so each, well within the default --command-timeout (120 s).
 const COMMANDS_PER_SHELL: usize = 25;
+
+/// Patches the pending revision with the YAML on standard input. `nv config patch`
+/// reads a file named by its full path.
+const PATCH_FROM_INPUT: &str = "f=$(mktemp --suffix=.yaml) && trap 'rm -f \"$f\"' EXIT && cat > \"$f\" && nv config patch \"$f\"";
 
 impl Device for Cumulus {
     fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
@@ -29,23 +34,28 @@ impl Device for Cumulus {
         commands: &str,
         _running: &str,
     ) -> Result<(), PushError> {
-        // A shell runs a batch and stops at the first command that fails; the pending
-        // revision collects every batch. Each `nv` command is a request to NVUE's
-        // daemon (about a second on a switch), so batches keep --command-timeout a
-        // bound per batch, not per change (a spine's static routes are ~1,000 commands).
+        // Each `nv` command is a request to NVUE's daemon (about a second on a
+        // switch), so the sets go as one patch (a spine's static routes are ~1,000
+        // of them) after the unsets. What a patch cannot carry for certain runs
+        // command by command, as written.
         // The commands come from the NVUE template, which quotes every word it did not
         // write itself.
         let lines = super::commands::commands(commands).map_err(|line| PushError::Rejected {
             command: "sh -es".into(),
             message: format!("line {line} of the change opens a quote it never closes"),
         })?;
+        let lines: Vec<&str> = lines.iter().map(|c| c.text).collect();
         run(t, &ShellCommand::new("nv config detach"), "")?;
-        for batch in lines.chunks(COMMANDS_PER_SHELL) {
-            let mut script = batch.iter().map(|c| c.text).collect::<Vec<_>>().join("\n");
-            script.push('\n');
-            run(t, &ShellCommand::new("sh -es"), &script)?;
+        match super::patch::load(&lines) {
+            Some(load) => {
+                run_in_batches(t, &load.unsets)?;
+                if let Some(patch) = load.patch {
+                    run(t, &ShellCommand::new(PATCH_FROM_INPUT), &patch)?;
+                }
+                Ok(())
+            }
+            None => run_in_batches(t, &lines),
         }
-        Ok(())
     }
 
     fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
@@ -79,16 +89,58 @@ impl Device for Cumulus {
     }
 }
 
+/// Runs `commands` in shells of [`COMMANDS_PER_SHELL`], each stopping at the first that
+/// fails (the pending revision collects every batch): --command-timeout bounds a
+/// batch, not the whole load.
+fn run_in_batches(t: &mut dyn Session, commands: &[&str]) -> Result<(), PushError> {
+    for batch in commands.chunks(COMMANDS_PER_SHELL) {
+        let mut script = batch.join("\n");
+        script.push('\n');
+        run(t, &ShellCommand::new("sh -es"), &script)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::push::tests::Recorder;
 
     #[test]
-    fn a_large_change_is_loaded_in_batches_after_one_detach() {
-        let commands: String = (0..60)
-            .map(|i| format!("nv set vrf default router static 10.{i}.0.0/24 via 10.0.0.1\n"))
-            .collect();
+    fn unsets_run_then_every_set_goes_in_one_patch_after_one_detach() {
+        let mut commands = String::from("nv unset qos roce\n");
+        for i in 0..60 {
+            commands.push_str(&format!(
+                "nv set vrf default router static 10.{i}.0.0/24 via 10.0.0.1\n"
+            ));
+        }
+        let mut t = Recorder::default();
+        Cumulus.load_candidate(&mut t, &commands, "").unwrap();
+        assert_eq!(t.sent.len(), 3, "{:?}", t.sent);
+        assert_eq!(t.sent[0], "exec nv config detach\n");
+        assert_eq!(t.sent[1], "exec sh -es\nnv unset qos roce\n");
+        let patch = t.sent[2]
+            .strip_prefix(&format!("exec {PATCH_FROM_INPUT}\n"))
+            .expect("the patch on standard input");
+        assert!(patch.starts_with("---\n- set:\n    vrf:\n"), "{patch}");
+        for i in 0..60 {
+            assert!(
+                patch.contains(&format!("      10.{i}.0.0/24:\n")),
+                "{patch}"
+            );
+        }
+        assert_eq!(patch.matches("10.0.0.1: {}").count(), 60);
+    }
+
+    #[test]
+    fn a_change_a_patch_cannot_carry_is_loaded_in_batches_as_written() {
+        // `nv set qos roce` sets an object without a value: not placed in a patch.
+        let commands: String =
+            std::iter::once("nv set qos roce\n".to_string())
+                .chain((0..59).map(|i| {
+                    format!("nv set vrf default router static 10.{i}.0.0/24 via 10.0.0.1\n")
+                }))
+                .collect();
         let mut t = Recorder::default();
         Cumulus.load_candidate(&mut t, &commands, "").unwrap();
         assert_eq!(t.sent[0], "exec nv config detach\n");

@@ -15,10 +15,6 @@ pub struct Cumulus;
 /// second or so each, well within the default --command-timeout (120 s).
 const COMMANDS_PER_SHELL: usize = 25;
 
-/// Patches the pending revision with the YAML on standard input. `nv config patch`
-/// reads a file named by its full path.
-const PATCH_FROM_INPUT: &str = "f=$(mktemp --suffix=.yaml) && trap 'rm -f \"$f\"' EXIT && cat > \"$f\" && nv config patch \"$f\"";
-
 impl Device for Cumulus {
     fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
         run(
@@ -50,7 +46,12 @@ impl Device for Cumulus {
             Some(load) => {
                 run_in_batches(t, &load.unsets)?;
                 if let Some(patch) = load.patch {
-                    run(t, &ShellCommand::new(PATCH_FROM_INPUT), &patch)?;
+                    // `nv config patch` reads a file named by its full path.
+                    let command = ShellCommand::new("f=$(mktemp --suffix=.yaml)")
+                        .and(ShellCommand::new("trap 'rm -f \"$f\"' EXIT"))
+                        .and(ShellCommand::new("cat > \"$f\""))
+                        .and(ShellCommand::new("nv config patch \"$f\""));
+                    run(t, &command, &patch)?;
                 }
                 Ok(())
             }
@@ -119,9 +120,9 @@ mod tests {
         assert_eq!(t.sent.len(), 3, "{:?}", t.sent);
         assert_eq!(t.sent[0], "exec nv config detach\n");
         assert_eq!(t.sent[1], "exec sh -es\nnv unset qos roce\n");
-        let patch = t.sent[2]
-            .strip_prefix(&format!("exec {PATCH_FROM_INPUT}\n"))
-            .expect("the patch on standard input");
+        let (command, patch) = t.sent[2].split_once('\n').unwrap();
+        assert!(command.starts_with("exec f=$(mktemp"), "{command}");
+        assert!(command.ends_with("&& nv config patch \"$f\""), "{command}");
         assert!(patch.starts_with("---\n- set:\n    vrf:\n"), "{patch}");
         for i in 0..60 {
             assert!(

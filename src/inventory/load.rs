@@ -5,7 +5,7 @@ use std::num::IntErrorKind;
 use std::path::{Path, PathBuf};
 
 use marked_yaml::types::{MarkedMappingNode, MarkedSequenceNode};
-use marked_yaml::{Error as SerdeError, FromNodeError, Node};
+use marked_yaml::{Error as SerdeError, FromNodeError, Marker, Node, Span};
 use rayon::prelude::*;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 
@@ -13,7 +13,7 @@ use mlt_common::input::{InputError, read_text};
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::Marker as YamlMarker;
 
-use super::raw::{Item, Sections};
+use super::raw::{self, Item, Sections};
 use super::{Inventory, parts, validate};
 use crate::diag::{Diagnostics, Reporter, start_of};
 
@@ -56,11 +56,16 @@ pub fn load(path: &Path) -> Result<Inventory, LoadError> {
 
 /// Validates inventory `text` as if read from `path` (files it names are relative to it).
 pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
+    load_in_parts(path, text, parts::default_parts())
+}
+
+/// [`load_str`], the YAML read in about `parts` parts.
+fn load_in_parts(path: &Path, text: &str, parts: usize) -> Result<Inventory, LoadError> {
     let mut report = Reporter::default();
     let source = report.add_source(path);
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let root = match parts::parse(source, text) {
-        Ok(root) => root,
+    let read = match parts::read_each(source, text, parts, &read_part) {
+        Ok(read) => read,
         Err(e) => {
             report_syntax_error(&mut report, &e);
             return Err(LoadError::Invalid(report.finish()));
@@ -72,10 +77,7 @@ pub fn load_str(path: &Path, text: &str) -> Result<Inventory, LoadError> {
             "a second YAML document starts here; an inventory is one document",
         );
     }
-    let sections = read_sections(&root, &mut report);
-    // Freeing the node tree takes a while (16,384 hosts: 0.18 s); the pool's threads are
-    // idle while validation runs on this one.
-    rayon::spawn(move || drop(root));
+    let sections = join_parts(read, &mut report);
     match validate::validate(path, sections, &mut report) {
         Some(inventory) if !report.has_errors() => Ok(inventory),
         None if !report.has_errors() => unreachable!("validation failed without a problem"),
@@ -133,48 +135,179 @@ const SECTIONS: [&str; 7] = [
 ];
 const REQUIRED: [&str; 6] = ["fabric", "racks", "switches", "hosts", "links", "training"];
 
-fn read_sections(root: &Node, report: &mut Reporter) -> Sections {
-    let mut sections = Sections::default();
+/// What one part of the text (or the whole) holds, read on the pool: its problems are
+/// kept with their places for the report.
+#[derive(Default)]
+struct PartRead {
+    /// The span of the part's top-level mapping (None: the text is not a mapping).
+    top: Option<Span>,
+    keys: Vec<String>,
+    problems: Vec<(Marker, String)>,
+    fabric: Option<raw::Fabric>,
+    defaults: Option<raw::Defaults>,
+    training: Option<raw::Training>,
+    racks: Entries<raw::Rack>,
+    switches: Entries<raw::Switch>,
+    hosts: Entries<raw::Host>,
+    links: Entries<raw::Link>,
+    failed: Failed,
+}
+
+/// A part's entries of one list: those read, those that were not (named by their place
+/// in the part until the parts before are counted), and how many there were.
+struct Entries<T> {
+    items: Vec<Item<T>>,
+    unread: Vec<Unread>,
+    count: usize,
+}
+
+impl<T> Default for Entries<T> {
+    fn default() -> Self {
+        Entries {
+            items: Vec::new(),
+            unread: Vec::new(),
+            count: 0,
+        }
+    }
+}
+
+/// An entry that did not deserialize.
+struct Unread {
+    mark: Marker,
+    /// `switch spine1`, or None for an entry without a name.
+    named: Option<String>,
+    /// Its index in the part's piece of the list.
+    index: usize,
+    message: String,
+}
+
+/// Reads a part's tree, then frees it: `continues` when its first key continues the
+/// list the part before ended with.
+fn read_part(root: Node, continues: bool) -> PartRead {
+    let mut part = PartRead::default();
     let Some(top) = root.as_mapping() else {
-        report.error(root.span(), "the inventory must be a mapping of sections");
-        return sections;
+        part.problems.push((
+            start_of(root.span()),
+            "the inventory must be a mapping of sections".into(),
+        ));
+        return part;
     };
-    for (key, _) in top.iter() {
+    part.top = Some(*top.span());
+    for (i, key) in top.keys().enumerate() {
+        if continues && i == 0 {
+            continue;
+        }
+        part.keys.push(key.as_str().to_owned());
         if !SECTIONS.contains(&key.as_str()) {
-            report.error(
-                key.span(),
+            part.problems.push((
+                start_of(key.span()),
                 format!(
                     "unknown section `{}` (expected one of: {})",
                     key.as_str(),
                     SECTIONS.join(", ")
                 ),
-            );
+            ));
         }
     }
-    for name in REQUIRED {
-        if top.get_node(name).is_none() {
-            report.error(top.span(), format!("missing required section `{name}`"));
-        }
-    }
-    let mut failed = Failed::default();
-    sections.fabric = read_single(top, "fabric", report, &mut failed);
-    sections.defaults = read_single(top, "defaults", report, &mut failed).unwrap_or_default();
-    sections.training = read_single(top, "training", report, &mut failed);
-    sections.racks = read_list(top, "racks", "rack", report, &mut failed);
-    sections.switches = read_list(top, "switches", "switch", report, &mut failed);
-    sections.hosts = read_list(top, "hosts", "host", report, &mut failed);
-    sections.links = read_list(top, "links", "link", report, &mut failed);
+    part.fabric = read_single(top, "fabric", &mut part.problems, &mut part.failed);
+    part.defaults = read_single(top, "defaults", &mut part.problems, &mut part.failed);
+    part.training = read_single(top, "training", &mut part.problems, &mut part.failed);
+    part.racks = read_list(top, "racks", "rack", &mut part.problems, &mut part.failed);
+    part.switches = read_list(
+        top,
+        "switches",
+        "switch",
+        &mut part.problems,
+        &mut part.failed,
+    );
+    part.hosts = read_list(top, "hosts", "host", &mut part.problems, &mut part.failed);
+    part.links = read_list(top, "links", "link", &mut part.problems, &mut part.failed);
     if let Some(hosts) = top.get_node("hosts")
         && hosts.as_sequence().is_some_and(|h| h.is_empty())
     {
-        report.error(
-            hosts.span(),
-            "`hosts` is empty; a job needs at least one host",
+        part.problems.push((
+            start_of(hosts.span()),
+            "`hosts` is empty; a job needs at least one host".into(),
+        ));
+    }
+    part
+}
+
+/// The parts' sections as one, every problem reported.
+fn join_parts(parts: Vec<PartRead>, report: &mut Reporter) -> Sections {
+    let mut sections = Sections::default();
+    let mut failed = Failed::default();
+    let mut keys = HashSet::new();
+    let top = parts.first().and_then(|p| p.top);
+    let mut offsets = [0usize; 4];
+    for part in parts {
+        for (mark, message) in part.problems {
+            report.error_at(mark, message);
+        }
+        keys.extend(part.keys);
+        sections.fabric = sections.fabric.or(part.fabric);
+        sections.defaults = part.defaults.unwrap_or(sections.defaults);
+        sections.training = sections.training.or(part.training);
+        join_list(
+            &mut sections.racks,
+            part.racks,
+            "racks",
+            &mut offsets[0],
+            report,
         );
+        join_list(
+            &mut sections.switches,
+            part.switches,
+            "switches",
+            &mut offsets[1],
+            report,
+        );
+        join_list(
+            &mut sections.hosts,
+            part.hosts,
+            "hosts",
+            &mut offsets[2],
+            report,
+        );
+        join_list(
+            &mut sections.links,
+            part.links,
+            "links",
+            &mut offsets[3],
+            report,
+        );
+        failed.names.extend(part.failed.names);
+        failed.kinds.extend(part.failed.kinds);
+    }
+    if let Some(top) = top {
+        for name in REQUIRED {
+            if !keys.contains(name) {
+                report.error(&top, format!("missing required section `{name}`"));
+            }
+        }
     }
     sections.broken_names = failed.names;
     sections.malformed = failed.kinds;
     sections
+}
+
+/// Appends a part's entries of `section`, its unread ones reported by their place in
+/// the whole list when they have no name; `offset` counts the entries before.
+fn join_list<T>(
+    list: &mut Vec<Item<T>>,
+    entries: Entries<T>,
+    section: &str,
+    offset: &mut usize,
+    report: &mut Reporter,
+) {
+    list.extend(entries.items);
+    for unread in entries.unread {
+        let what = unread
+            .named
+            .unwrap_or_else(|| format!("{section}[{}]", *offset + unread.index));
+        report.error_at(unread.mark, format!("{what}: {}", unread.message));
+    }
+    *offset += entries.count;
 }
 
 #[derive(Default)]
@@ -186,19 +319,22 @@ struct Failed {
 fn read_single<T: DeserializeOwned>(
     top: &MarkedMappingNode,
     section: &'static str,
-    report: &mut Reporter,
+    problems: &mut Vec<(Marker, String)>,
     failed: &mut Failed,
 ) -> Option<T> {
     let node = top.get_node(section)?;
     let result = match node.as_mapping() {
         None => {
-            report.error(node.span(), format!("`{section}` must be a mapping"));
+            problems.push((
+                start_of(node.span()),
+                format!("`{section}` must be a mapping"),
+            ));
             None
         }
         Some(_) => match read_node(node) {
             Ok(value) => Some(value),
             Err(e) => {
-                report.error_at(error_mark(&e, node), describe(&e, None, Some(section)));
+                problems.push((error_mark(&e, node), describe(&e, Some(section))));
                 None
             }
         },
@@ -213,49 +349,51 @@ fn read_list<T: DeserializeOwned + Send>(
     top: &MarkedMappingNode,
     section: &str,
     kind: &'static str,
-    report: &mut Reporter,
+    problems: &mut Vec<(Marker, String)>,
     failed: &mut Failed,
-) -> Vec<Item<T>> {
+) -> Entries<T> {
     let Some(node) = top.get_node(section) else {
-        return Vec::new();
+        return Entries::default();
     };
     let Some(entries) = node.as_sequence() else {
-        report.error(node.span(), format!("`{section}` must be a list"));
-        return Vec::new();
+        problems.push((start_of(node.span()), format!("`{section}` must be a list")));
+        return Entries::default();
     };
-    read_entries(entries, section, kind, report, failed)
+    read_entries(entries, kind, failed)
 }
 
 fn read_entries<T: DeserializeOwned + Send>(
     entries: &MarkedSequenceNode,
-    section: &str,
     kind: &'static str,
-    report: &mut Reporter,
     failed: &mut Failed,
-) -> Vec<Item<T>> {
-    // Entries are read on every core (16,384 hosts: 0.17 → 0.09 s on two), reported
-    // one after another.
+) -> Entries<T> {
+    // Entries are read on every core (16,384 hosts: 0.17 → 0.09 s on two).
     let read: Vec<Result<T, FromNodeError>> = entries.par_iter().map(read_node::<T>).collect();
-    let mut items = Vec::with_capacity(entries.len());
+    let mut out = Entries {
+        items: Vec::with_capacity(entries.len()),
+        unread: Vec::new(),
+        count: entries.len(),
+    };
     for ((index, entry), read) in entries.iter().enumerate().zip(read) {
         match read {
-            Ok(value) => items.push(Item {
+            Ok(value) => out.items.push(Item {
                 span: *entry.span(),
                 value,
             }),
             Err(e) => {
                 let name = entry_name(entry);
-                let what = match &name {
-                    Some(name) => format!("{kind} {name}"),
-                    None => format!("{section}[{index}]"),
-                };
-                report.error_at(error_mark(&e, entry), describe(&e, Some(&what), None));
+                out.unread.push(Unread {
+                    mark: error_mark(&e, entry),
+                    named: name.as_ref().map(|name| format!("{kind} {name}")),
+                    index,
+                    message: describe(&e, None),
+                });
                 failed.names.extend(name);
                 failed.kinds.insert(kind);
             }
         }
     }
-    items
+    out
 }
 
 /// `node` as a `T`. The path serde walks only places an error, and tracking it is
@@ -317,15 +455,14 @@ fn closest<'a>(name: &str, expected: &[&'a str]) -> Option<&'a str> {
         .map(|(_, candidate)| candidate)
 }
 
-/// Turns a serde error into a message that names the field the way it is written;
-/// `what` names the list entry it happened in, if any.
-fn describe(e: &FromNodeError, what: Option<&str>, section: Option<&str>) -> String {
+/// Turns a serde error into a message that names the field the way it is written.
+fn describe(e: &FromNodeError, section: Option<&str>) -> String {
     let path = |tail: Option<&str>| {
         let parts = [section, e.path(), tail];
         parts.into_iter().flatten().collect::<Vec<_>>().join(".")
     };
     let field = path(None);
-    let body = match &**e {
+    match &**e {
         SerdeError::UnknownFieldError(name, _, _) if is_secret(name) => format!(
             "`{field}`: passwords and other secrets are not accepted in an inventory; \
              reference a key instead (key: {{file: PATH}}, key: {{agent: true}} or key: {{env: VAR}})"
@@ -351,10 +488,6 @@ fn describe(e: &FromNodeError, what: Option<&str>, section: Option<&str>) -> Str
             None if field.is_empty() => message.clone(),
             None => format!("`{field}`: {message}"),
         },
-    };
-    match what {
-        Some(what) => format!("{what}: {body}"),
-        None => body,
     }
 }
 
@@ -365,4 +498,93 @@ fn missing_field(message: &str) -> Option<&str> {
 fn is_secret(field: &str) -> bool {
     let f = field.to_ascii_lowercase();
     f.contains("password") || f.contains("secret") || f == "passphrase"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{FabricSize, fabric_yaml};
+    use crate::plan::Plan;
+
+    /// A generated fabric large enough (~620 KB) to be read in parts.
+    fn large_fabric() -> String {
+        let size = FabricSize {
+            spines: 4,
+            leaves: 128,
+            hosts_per_leaf: 16,
+            layers: 8,
+            params_per_layer: 1000,
+        };
+        fabric_yaml(size).unwrap()
+    }
+
+    fn problems(text: &str, parts: usize) -> Diagnostics {
+        match load_in_parts(Path::new("fabric.yaml"), text, parts) {
+            Err(LoadError::Invalid(found)) => found,
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("the inventory has problems"),
+        }
+    }
+
+    #[test]
+    fn an_inventory_read_in_parts_is_the_inventory_read_whole() {
+        let text = large_fabric();
+        let path = Path::new("fabric.yaml");
+        let counted = parts::read_each(0, &text, 16, &|_, _| ()).unwrap();
+        assert!(counted.len() >= 8, "{} parts", counted.len());
+        let plan = |parts| {
+            serde_json::to_string(&Plan::build(&load_in_parts(path, &text, parts).unwrap()))
+                .unwrap()
+        };
+        let whole = plan(1);
+        for parts in [2, 5, 16] {
+            assert!(plan(parts) == whole, "{parts} parts");
+        }
+    }
+
+    #[test]
+    fn problems_anywhere_are_reported_alike_whole_or_in_parts() {
+        let last_link = {
+            let text = large_fabric();
+            let at = text.rfind("\n  - [leaf128:").unwrap();
+            text[at..].lines().nth(1).unwrap().to_string()
+        };
+        let text = large_fabric()
+            // An entry without a name, early, and others deep in lists cut into parts.
+            .replacen("  - {name: r2,", "  - {nam: r2,", 1)
+            .replacen("  - name: h1500\n", "  - {rack: r1}\n  - name: h1500\n", 1)
+            .replacen(
+                "  - name: h1700\n",
+                "  - name: h1700\n    colour: blue\n",
+                1,
+            )
+            .replacen(&last_link, &format!("  - 5\n{last_link}"), 1)
+            + "extra: 1\n";
+        let whole = problems(&text, 1);
+        let shown: Vec<String> = whole
+            .0
+            .iter()
+            .map(|d| format!("{}:{} {}", d.line, d.column, d.message))
+            .collect();
+        for expected in [
+            "racks[1]: unknown field `nam`",
+            "hosts[1499]: missing required field `name`",
+            "host h1700: unknown field `colour`",
+            "unknown section `extra`",
+        ] {
+            assert!(
+                shown.iter().any(|d| d.contains(expected)),
+                "{expected}: {shown:#?}"
+            );
+        }
+        assert!(
+            shown
+                .iter()
+                .any(|d| d.contains("links[") && d.contains("]: ")),
+            "{shown:#?}"
+        );
+        for parts in [2, 5, 16] {
+            assert_eq!(problems(&text, parts), whole, "{parts} parts");
+        }
+    }
 }

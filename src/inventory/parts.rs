@@ -1,40 +1,60 @@
-//! Parsing a large inventory's YAML in parts, one per core, giving the node tree that
-//! parsing it whole gives, with every node's line and column.
+//! Parsing a large inventory's YAML in parts on every core, each part's node tree read
+//! (and freed) as soon as it is parsed, with every node's line and column.
 //!
-//! The YAML parser runs on one thread at ~8 MB/s, so a 16,384-host inventory (5.7 MB)
-//! spends most of its load there. The text is cut where a line starts a top-level key or
-//! an entry of a top-level list, about evenly; each part is parsed with a newline for
-//! every line before it (so lines and columns are those of the whole file; character
-//! positions are not, and nothing reports them), a part that continues a list with the
-//! list's key on the line above its first entry. The parts' top-level mappings are then
-//! joined, a continued list's entries appended to the list. Any doubt parses the whole
-//! text instead: a line at column 0 that is not a plain key, a list entry, a comment or
-//! blank; a block scalar (an empty one ends differently at a part's end) or a lone CR
-//! anywhere; a part that does not parse (a quoted or flow value running across a cut);
-//! a key in two parts. Every problem is therefore reported by the whole parse.
+//! The YAML parser runs on one thread at ~8 MB/s, and its tree of a 16,384-host
+//! inventory (5.7 MB) takes 165 MB. The text is cut where a line starts a top-level key
+//! or an entry of a top-level list, about evenly, into a few parts per thread; each part
+//! is parsed with a newline for every line before it (so lines and columns are those of
+//! the whole file; character positions are not, and nothing reports them), a part that
+//! continues a list with the list's key on the line above its first entry. The reader
+//! is told which parts continue a list; the parts' top-level keys must join into one
+//! mapping. Any doubt parses the whole text instead: a line at column 0 that is not a
+//! plain key, a list entry, a comment or blank; a block scalar (an empty one ends
+//! differently at a part's end) or a lone CR anywhere; a part that does not parse (a
+//! quoted or flow value running across a cut); a key in two parts. Every problem is
+//! therefore reported by the whole parse.
 
 use marked_yaml::{LoadError, LoaderOptions, Node};
 use rayon::prelude::*;
 
 /// Below this, the whole text is parsed on one thread: splitting would not pay.
 const PARALLEL_FROM_BYTES: usize = 512 << 10;
+/// Parts per thread: each part's tree is read and freed before the thread parses its
+/// next, so about this many times fewer nodes exist at once than in the whole tree
+/// (16,384 hosts: 165 MB of it). Each part also reads a newline per line before it.
+const PARTS_PER_THREAD: usize = 4;
+const MAX_PARTS: usize = 32;
 
 /// How an inventory is read: a duplicate key is an error.
 fn options() -> LoaderOptions {
     LoaderOptions::default().error_on_duplicate_keys(true)
 }
 
-/// The node tree of `text`, as `marked_yaml::parse_yaml_with_options` gives it.
-pub fn parse(source: usize, text: &str) -> Result<Node, LoadError> {
-    let parts = rayon::current_num_threads().min(8);
+/// The number of parts to cut a text in on this machine.
+pub fn default_parts() -> usize {
+    (rayon::current_num_threads() * PARTS_PER_THREAD).min(MAX_PARTS)
+}
+
+/// `read` of each part's node tree, in the text's order: a part's tree is a top-level
+/// mapping, and `read` is told whether its first key continues the list the part
+/// before ended with. The parts are about `parts` of them (one, the whole text, for a
+/// small text or on any doubt); their trees are read on the pool as they are parsed and
+/// never all exist at once. A syntax error is the whole parse's.
+pub fn read_each<R: Send>(
+    source: usize,
+    text: &str,
+    parts: usize,
+    read: &(dyn Fn(Node, bool) -> R + Sync),
+) -> Result<Vec<R>, LoadError> {
     if text.len() >= PARALLEL_FROM_BYTES
         && parts > 1
         && let Some(cuts) = cuts(text, parts)
-        && let Some(root) = parse_parts(source, text, &cuts)
+        && let Some(read) = read_parts(source, text, &cuts, read)
     {
-        return Ok(root);
+        return Ok(read);
     }
-    marked_yaml::parse_yaml_with_options(source, text, options())
+    let root = marked_yaml::parse_yaml_with_options(source, text, options())?;
+    Ok(vec![read(root, false)])
 }
 
 /// Where a part after the first begins.
@@ -133,73 +153,86 @@ fn plain_key(line: &str) -> Option<&str> {
     plain.then(|| &line[..name_end])
 }
 
-fn parse_parts(source: usize, text: &str, cuts: &[Cut]) -> Option<Node> {
-    let first = Cut {
+/// The tree of the part of `text` that begins at `cut` and ends at `end`, with the
+/// lines and columns of the whole text; None if it does not parse.
+fn parse_part(source: usize, text: &str, cut: &Cut, end: usize) -> Option<Node> {
+    let lines_before = text.as_bytes()[..cut.at].iter().filter(|b| **b == b'\n');
+    let mut part = "\n".repeat(lines_before.count());
+    if let Some(key) = cut.continues {
+        // The list's key on the line above the part's first entry.
+        part.pop();
+        part.push_str(key);
+        part.push_str(":\n");
+    }
+    part.push_str(&text[cut.at..end]);
+    marked_yaml::parse_yaml_with_options(source, part, options()).ok()
+}
+
+/// The top-level keys of a part's tree, if it is a mapping whose first key, when the
+/// part continues a list, is that list's.
+fn top_keys(root: &Node, cut: &Cut) -> Option<Vec<String>> {
+    let top = root.as_mapping()?;
+    let keys: Vec<String> = top.keys().map(|k| k.as_str().to_owned()).collect();
+    if let Some(key) = cut.continues {
+        let first = keys.first()?;
+        let continued = top.get_node(first)?.as_sequence().is_some();
+        if first != key || !continued {
+            return None;
+        }
+    }
+    Some(keys)
+}
+
+/// Whether the parts' keys join into one mapping: each key in one part only, but for a
+/// list a part continues, which the part before ended with.
+fn join_up(keys: &[Vec<String>], cuts: &[Cut]) -> bool {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for (i, part) in keys.iter().enumerate() {
+        let continued = i > 0 && cuts[i - 1].continues.is_some();
+        if continued && keys[i - 1].last() != part.first() {
+            return false;
+        }
+        let own = if continued { &part[1..] } else { &part[..] };
+        if !own.iter().all(|k| seen.insert(k.as_str())) {
+            return false;
+        }
+    }
+    true
+}
+
+fn read_parts<R: Send>(
+    source: usize,
+    text: &str,
+    cuts: &[Cut],
+    read: &(dyn Fn(Node, bool) -> R + Sync),
+) -> Option<Vec<R>> {
+    let parts = spans(text, cuts);
+    let read: Vec<(Vec<String>, R)> = parts
+        .par_iter()
+        .with_max_len(1)
+        .map(|&(cut, end)| {
+            let root = parse_part(source, text, cut, end)?;
+            let keys = top_keys(&root, cut)?;
+            Some((keys, read(root, cut.continues.is_some())))
+        })
+        .collect::<Option<_>>()?;
+    let (keys, read): (Vec<Vec<String>>, Vec<R>) = read.into_iter().unzip();
+    join_up(&keys, cuts).then_some(read)
+}
+
+/// Each part's cut (the first's at 0) and end: the part before a cut ends after the
+/// cut line's indentation, as the node that ends there does in the whole parse.
+fn spans<'c, 't>(text: &str, cuts: &'c [Cut<'t>]) -> Vec<(&'c Cut<'t>, usize)> {
+    const FIRST: Cut<'static> = Cut {
         at: 0,
         indent: 0,
         continues: None,
     };
     let ends = cuts.iter().map(|c| c.at + c.indent);
-    let ends = ends.chain(std::iter::once(text.len()));
-    let parts: Vec<(Cut, usize)> = std::iter::once(first)
-        .chain(cuts.iter().copied())
-        .zip(ends)
-        .collect();
-    let roots: Vec<Node> = parts
-        .par_iter()
-        .map(|&(cut, end)| {
-            let lines_before = text.as_bytes()[..cut.at].iter().filter(|b| **b == b'\n');
-            let mut part = "\n".repeat(lines_before.count());
-            if let Some(key) = cut.continues {
-                // The list's key on the line above the part's first entry.
-                part.pop();
-                part.push_str(key);
-                part.push_str(":\n");
-            }
-            part.push_str(&text[cut.at..end]);
-            marked_yaml::parse_yaml_with_options(source, part, options()).ok()
-        })
-        .collect::<Option<_>>()?;
-    join(roots, &parts)
-}
-
-/// The parts' top-level mappings as one, spanning from the first's start to the last's
-/// end, continued lists appended to. None if a key is in two parts (the whole parse
-/// reports it) or a continued list is not one.
-fn join(roots: Vec<Node>, parts: &[(Cut, usize)]) -> Option<Node> {
-    let mut roots = roots.into_iter();
-    let Node::Mapping(mut whole) = roots.next()? else {
-        return None;
-    };
-    for (root, (cut, _)) in roots.zip(&parts[1..]) {
-        let Node::Mapping(mut part) = root else {
-            return None;
-        };
-        let end = part.span().end().copied();
-        let mut entries = std::mem::take(&mut *part).into_iter();
-        if let Some(key) = cut.continues {
-            let (part_key, Node::Sequence(mut more)) = entries.next()? else {
-                return None;
-            };
-            let last_key = whole.keys().next_back()?.as_str().to_owned();
-            let Some(Node::Sequence(list)) = whole.get_mut(key) else {
-                return None;
-            };
-            if part_key.as_str() != key || last_key != key {
-                return None;
-            }
-            list.span_mut().set_end(more.span().end().copied());
-            list.append(&mut more);
-        }
-        for (key, value) in entries {
-            if whole.contains_key(&key) {
-                return None;
-            }
-            whole.insert(key, value);
-        }
-        whole.span_mut().set_end(end);
-    }
-    Some(Node::Mapping(whole))
+    std::iter::once(&FIRST)
+        .chain(cuts)
+        .zip(ends.chain(std::iter::once(text.len())))
+        .collect()
 }
 
 #[cfg(test)]
@@ -210,8 +243,35 @@ mod tests {
         marked_yaml::parse_yaml_with_options(0, text, options()).unwrap()
     }
 
+    /// The parts' trees joined into one mapping, continued lists appended to, spanning
+    /// from the first part's start to the last's end.
     fn in_parts(text: &str, parts: usize) -> Option<Node> {
-        parse_parts(0, text, &cuts(text, parts)?)
+        let cuts = cuts(text, parts)?;
+        let trees = read_parts(0, text, &cuts, &|root, continues| (root, continues))?;
+        let mut trees = trees.into_iter();
+        let (Node::Mapping(mut whole), false) = trees.next()? else {
+            return None;
+        };
+        for (root, continues) in trees {
+            let Node::Mapping(mut part) = root else {
+                return None;
+            };
+            let end = part.span().end().copied();
+            let mut entries = std::mem::take(&mut *part).into_iter();
+            if continues {
+                let (key, Node::Sequence(mut more)) = entries.next()? else {
+                    return None;
+                };
+                let Some(Node::Sequence(list)) = whole.get_mut(key.as_str()) else {
+                    return None;
+                };
+                list.span_mut().set_end(more.span().end().copied());
+                list.append(&mut more);
+            }
+            whole.extend(entries);
+            whole.span_mut().set_end(end);
+        }
+        Some(Node::Mapping(whole))
     }
 
     /// The same nodes with the same lines and columns. (A node's equality leaves its
@@ -241,7 +301,7 @@ mod tests {
         for parts in 2..=8 {
             let cuts = cuts(INVENTORY, parts).expect("places to cut");
             seen.extend(cuts.iter().map(|c| c.continues));
-            let joined = parse_parts(0, INVENTORY, &cuts).expect("parts parse");
+            let joined = in_parts(INVENTORY, parts).expect("parts parse");
             assert!(same_tree(&joined, &whole(INVENTORY)), "{parts} parts");
         }
         // Cut at section keys and inside lists, both kinds.
@@ -285,10 +345,10 @@ mod tests {
         // A lone CR, which the parser counts as a line's end.
         assert_eq!(cuts("a: 1 # x\ry: 2\nb: 2\n", 2), None);
         assert!(cuts("a: 1\r\nb: 2\r\n", 2).is_some());
-        // `parse` then gives what the whole parse gives: its error.
+        // `read_each` then gives what the whole parse gives: its error.
         let twice = format!("a: 1\nb: \"{}\"\na: 3\n", "x".repeat(PARALLEL_FROM_BYTES));
         let (Err(split), Err(alone)) = (
-            parse(0, &twice),
+            read_each(0, &twice, 3, &|_, _| ()),
             marked_yaml::parse_yaml_with_options(0, twice.as_str(), options()),
         ) else {
             panic!("a duplicate key is an error");

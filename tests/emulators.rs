@@ -329,7 +329,8 @@ fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
 /// set` commands, whole or not at all. The file is written as NVIDIA's `startup.yaml`
 /// and `nv config diff -o yaml` show a configuration (its `qos` tree as in the NVUE
 /// object model printed in NVIDIA's *Cumulus Linux Automation Workshop*): a list of
-/// operations, attributes as nested keys, a collection's member holding `{}`.
+/// operations, attributes as nested keys, a collection's member holding its attributes
+/// or `{}`.
 #[test]
 fn the_emulated_nvue_patches_what_its_commands_set() {
     let scratch_dir = mlt_common::files::scratch_dir("mltctl-nvue-patch-").unwrap();
@@ -365,8 +366,10 @@ fn the_emulated_nvue_patches_what_its_commands_set() {
         router:
           static:
             10.1.0.0/24:
+              address-family: ipv4-unicast
               via:
-                10.0.0.1: {}
+                10.0.0.1:
+                  type: ipv4-address
             10.2.0.0/24:
               via:
                 blackhole: {}

@@ -6,11 +6,15 @@
 //! default-global traffic-class 2 min-threshold 150000` is, in the YAML that `nv config
 //! patch` reads (a list of operations, as in `startup.yaml`), the attribute
 //! `min-threshold: 150000` under `qos`, `congestion-control`, `default-global`,
-//! `traffic-class`, `'2'`; a member of a collection (`via 10.0.0.1`) is a key holding
-//! `{}`; a list or range of keys (`traffic-class 1-3,5`) is each key.
+//! `traffic-class`, `'2'`; a list or range of keys (`traffic-class 1-3,5`) is each key.
+//! A static route's next hop is written as NVUE writes it in `startup.yaml`, with the
+//! attributes NVUE fills in for the command: `nv set vrf default router static P via
+//! 10.0.0.1` is P's `address-family: ipv4-unicast` and `via: {10.0.0.1: {type:
+//! ipv4-address}}` (`type: blackhole` for `via blackhole`).
 //!
 //! Only what that reading places for certain goes into the patch: a command of at least
-//! three plain words (no quotes or escapes), whose last word is a value or a next hop.
+//! three plain words (no quotes or escapes) whose last word is a value, or a static
+//! route to an IPv4 next hop or `blackhole`.
 //! `nv unset` commands stay commands, run before the patch, which is their order in a
 //! change unless a set comes first on an overlapping path; then, or when any `nv set`
 //! cannot be placed, the change is loaded command by command as written.
@@ -22,8 +26,6 @@ use yaml_rust2::{YamlEmitter, emitter::EmitError};
 
 use crate::text::number_list;
 
-/// Path words whose next word names a member of a collection, not an attribute's value.
-const MEMBERS: &[&str] = &["via"];
 /// Path words whose next word may list several keys (`0-7,9`).
 const RANGED: &[&str] = &["dscp", "switch-priority", "traffic-class"];
 /// The largest key a ranged word's list may hold (DSCP values go to 63).
@@ -53,7 +55,9 @@ pub(super) fn load<'a>(commands: &[&'a str]) -> Option<Load<'a>> {
                 unsets.push(*command);
             }
             ["nv", "set", path @ ..] => {
-                place(&mut tree, path)?;
+                for setting in settings(path)? {
+                    place(&mut tree, &setting)?;
+                }
                 set_paths.push(path.to_vec());
             }
             _ => return None,
@@ -90,19 +94,35 @@ enum Node {
 
 type Tree = BTreeMap<String, Node>;
 
-/// Adds the setting `path` names (`nv set` then `path`) to `tree`; None if its reading
-/// is not certain or it contradicts one already placed.
+/// The attributes `nv set` then `path` sets, as NVUE writes them: a static route's next
+/// hop with its type and the route's address family. None for a next hop of another
+/// form, or a collection's member set without a value.
+fn settings<'a>(path: &[&'a str]) -> Option<Vec<Vec<&'a str>>> {
+    match path {
+        ["vrf", _, "router", "static", _, "via", hop] => {
+            let kind = match *hop {
+                "blackhole" => "blackhole",
+                hop if hop.parse::<std::net::Ipv4Addr>().is_ok() => "ipv4-address",
+                _ => return None,
+            };
+            let route = &path[..5];
+            let family = [route, &["address-family", "ipv4-unicast"]].concat();
+            let typed = [path, &["type", kind]].concat();
+            Some(vec![family, typed])
+        }
+        [.., "via", _] => None,
+        _ => Some(vec![path.to_vec()]),
+    }
+}
+
+/// Adds the attribute `path` sets (its last word the value) to `tree`; None if its
+/// reading is not certain or it contradicts one already placed.
 fn place(tree: &mut Tree, path: &[&str]) -> Option<()> {
     let n = path.len();
     if n < 3 {
         return None;
     }
-    let member = MEMBERS.contains(&path[n - 2]);
-    let (keys, value) = if member {
-        (path, None)
-    } else {
-        (&path[..n - 1], Some(path[n - 1]))
-    };
+    let (keys, value) = (&path[..n - 1], path[n - 1]);
     let mut levels: Vec<Vec<String>> = Vec::with_capacity(keys.len());
     for (i, word) in keys.iter().enumerate() {
         let listed = i > 0 && RANGED.contains(&keys[i - 1]) && i + 1 < keys.len();
@@ -116,20 +136,15 @@ fn place(tree: &mut Tree, path: &[&str]) -> Option<()> {
     insert(tree, &levels, value)
 }
 
-fn insert(tree: &mut Tree, levels: &[Vec<String>], value: Option<&str>) -> Option<()> {
+fn insert(tree: &mut Tree, levels: &[Vec<String>], value: &str) -> Option<()> {
     let (keys, rest) = levels.split_first()?;
     for key in keys {
         if rest.is_empty() {
-            let leaf = match value {
-                Some(v) => Node::Value(v.to_string()),
-                None => Node::Tree(Tree::new()),
-            };
-            match (tree.get(key), &leaf) {
-                (None, _) => {
-                    tree.insert(key.clone(), leaf);
+            match tree.get(key) {
+                None => {
+                    tree.insert(key.clone(), Node::Value(value.to_string()));
                 }
-                (Some(Node::Tree(_)), Node::Tree(_)) => {}
-                (Some(Node::Value(old)), Node::Value(new)) if old == new => {}
+                Some(Node::Value(old)) if old == value => {}
                 _ => return None,
             }
         } else {
@@ -224,12 +239,17 @@ mod tests {
         router:
           static:
             10.1.0.0/24:
+              address-family: ipv4-unicast
               via:
-                10.0.0.1: {}
-                10.0.0.2: {}
+                10.0.0.1:
+                  type: ipv4-address
+                10.0.0.2:
+                  type: ipv4-address
             10.2.0.0/24:
+              address-family: ipv4-unicast
               via:
-                blackhole: {}
+                blackhole:
+                  type: blackhole
 "
         );
     }
@@ -253,6 +273,11 @@ mod tests {
     fn what_cannot_be_placed_for_certain_runs_as_written() {
         // An object set without a value.
         assert_eq!(patch("nv set qos roce"), None);
+        // A next hop of a form whose type is not certain.
+        assert_eq!(
+            patch("nv set vrf default router static 10.1.0.0/24 via swp1"),
+            None
+        );
         // A quoted word.
         assert_eq!(patch("nv set interface 'swp 1' link mtu 9000"), None);
         // Not an `nv set`/`nv unset`.

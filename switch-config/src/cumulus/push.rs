@@ -130,7 +130,8 @@ mod tests {
                 "{patch}"
             );
         }
-        assert_eq!(patch.matches("10.0.0.1: {}").count(), 60);
+        assert_eq!(patch.matches("10.0.0.1:\n").count(), 60);
+        assert_eq!(patch.matches("type: ipv4-address\n").count(), 60);
     }
 
     #[test]

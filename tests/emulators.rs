@@ -406,8 +406,15 @@ fn the_emulated_nvue_patches_what_its_commands_set() {
             "list of operation objects",
         ),
         (
+            write(
+                "hop.yaml",
+                "- set:\n    vrf: {default: {router: {static: {10.3.0.0/24: {via: {10.0.0.3: {type: blackhole}}}}}}}\n",
+            ),
+            "10.0.0.3 type blackhole",
+        ),
+        (
             file.to_string(),
-            "Invalid config: nv set vrf default router static 10.2.0.0/24 via blackhole",
+            "Invalid config: set vrf default router static 10.2.0.0/24 via blackhole",
         ),
     ] {
         let reply = refused.run(&words(&format!("nv config patch {file}")), "");

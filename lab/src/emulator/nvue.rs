@@ -15,7 +15,8 @@
 //!   configuration's attributes as nested keys (`qos: {roce: {mode: lossy}}` is `nv set
 //!   qos roce mode lossy`; a member of a collection holds `{}`: `via: {10.0.0.1: {}}`).
 //!   FILE is named by its full path; an empty file changes nothing; a file that is not
-//!   YAML, or not a list of operations, is refused. A patch applies whole or not at all.
+//!   YAML, or not a list of operations, is refused. A patch applies whole or not at all;
+//!   injected faults match each of its settings as `set PATH VALUE` (`unset PATH`).
 //! - `nv config save` writes the startup configuration.
 //! - `nv set qos roce [mode lossless|lossy|lossless-single-ipool]` (NVIDIA's *RDMA
 //!   over Converged Ethernet* page) turns RoCE mode on: traffic classes 0 and 3 get
@@ -214,7 +215,8 @@ fn patch(mut pending: Revision, file: &str, faults: &Faults) -> Result<Revision,
         let mut paths = Vec::new();
         settings(tree, &mut Vec::new(), &mut paths)?;
         for path in paths {
-            let line = format!("nv {verb} {}", path.join(" "));
+            // Faults match a setting as its command's arguments would read.
+            let line = format!("{verb} {}", path.join(" "));
             if faults.rejects(&line) {
                 return Err(format!("Invalid config: {line}"));
             }
@@ -340,8 +342,13 @@ fn set(revision: &mut Revision, path: &[String]) -> Result<(), String> {
 fn with_defaults(leaf: Vec<String>) -> Vec<Vec<String>> {
     let w: Vec<&str> = leaf.iter().map(String::as_str).collect();
     let (route, hop) = match w.as_slice() {
-        ["vrf", _, "router", "static", _, "via", hop, ..] => (&leaf[..5], *hop),
-        ["vrf", _, "router", "static", _, "address-family", ..] => return vec![leaf],
+        ["vrf", _, "router", "static", _, "via", hop] => (&leaf[..5], *hop),
+        // A hop's attribute given (`type …`): kept as given, for `check` to judge.
+        ["vrf", _, "router", "static", _, "via", _, ..] => {
+            let mut family = leaf[..5].to_vec();
+            family.extend(["address-family".into(), "ipv4-unicast".into()]);
+            return vec![family, leaf];
+        }
         _ => return vec![leaf],
     };
     let kind = if hop == "blackhole" {

@@ -14,7 +14,8 @@
 //!
 //! Only what that reading places for certain goes into the patch: a command of at least
 //! three plain words (no quotes or escapes) whose last word is a value, or a static
-//! route to an IPv4 next hop or `blackhole`.
+//! route to an IPv4 next hop or `blackhole`; not RoCE mode (`nv set qos roce mode M`
+//! may turn RoCE on as well, which a patch naming `mode` alone might not).
 //! `nv unset` commands stay commands, run before the patch, which is their order in a
 //! change unless a set comes first on an overlapping path; then, or when any `nv set`
 //! cannot be placed, the change is loaded command by command as written.
@@ -96,9 +97,10 @@ type Tree = BTreeMap<String, Node>;
 
 /// The attributes `nv set` then `path` sets, as NVUE writes them: a static route's next
 /// hop with its type and the route's address family. None for a next hop of another
-/// form, or a collection's member set without a value.
+/// form, or RoCE mode (the CLI may turn it on beside what it names).
 fn settings<'a>(path: &[&'a str]) -> Option<Vec<Vec<&'a str>>> {
     match path {
+        ["qos", "roce", ..] => None,
         ["vrf", _, "router", "static", _, "via", hop] => {
             let kind = match *hop {
                 "blackhole" => "blackhole",
@@ -201,7 +203,6 @@ mod tests {
              nv set qos mapping default-global dscp 0-1,9 switch-priority 3\n\
              nv set qos congestion-control default-global traffic-class 2 min-threshold 150000\n\
              nv set qos congestion-control default-global traffic-class 2 ecn enable\n\
-             nv set qos roce mode lossy\n\
              nv set vrf default router static 10.1.0.0/24 via 10.0.0.1\n\
              nv set vrf default router static 10.1.0.0/24 via 10.0.0.2\n\
              nv set vrf default router static 10.2.0.0/24 via blackhole",
@@ -232,8 +233,6 @@ mod tests {
             \"9\":
               switch-priority: 3
           trust: l3
-      roce:
-        mode: lossy
     vrf:
       default:
         router:
@@ -271,8 +270,9 @@ mod tests {
 
     #[test]
     fn what_cannot_be_placed_for_certain_runs_as_written() {
-        // An object set without a value.
+        // An object set without a value; RoCE mode, which the CLI may turn on besides.
         assert_eq!(patch("nv set qos roce"), None);
+        assert_eq!(patch("nv set qos roce mode lossy"), None);
         // A next hop of a form whose type is not certain.
         assert_eq!(
             patch("nv set vrf default router static 10.1.0.0/24 via swp1"),

@@ -181,9 +181,9 @@ struct Unread {
     message: String,
 }
 
-/// Reads a part's tree, then frees it: `continues` when its first key continues the
-/// list the part before ended with.
-fn read_part(root: Node, continues: bool) -> PartRead {
+/// Reads a part's tree: `continues` when its first key continues the list the part
+/// before ended with.
+fn read_part(root: &Node, continues: bool) -> PartRead {
     let mut part = PartRead::default();
     let Some(top) = root.as_mapping() else {
         part.problems.push((
@@ -209,9 +209,19 @@ fn read_part(root: Node, continues: bool) -> PartRead {
             ));
         }
     }
-    part.fabric = read_single(top, "fabric", &mut part.problems, &mut part.failed);
-    part.defaults = read_single(top, "defaults", &mut part.problems, &mut part.failed);
-    part.training = read_single(top, "training", &mut part.problems, &mut part.failed);
+    // A single section written as a list continued here was read (and reported) where
+    // it starts.
+    let continued = top.keys().next().filter(|_| continues).map(|k| k.as_str());
+    let own = |section: &str| continued != Some(section);
+    if own("fabric") {
+        part.fabric = read_single(top, "fabric", &mut part.problems, &mut part.failed);
+    }
+    if own("defaults") {
+        part.defaults = read_single(top, "defaults", &mut part.problems, &mut part.failed);
+    }
+    if own("training") {
+        part.training = read_single(top, "training", &mut part.problems, &mut part.failed);
+    }
     part.racks = read_list(top, "racks", "rack", &mut part.problems, &mut part.failed);
     part.switches = read_list(
         top,
@@ -585,6 +595,27 @@ mod tests {
         );
         for parts in [2, 5, 16] {
             assert_eq!(problems(&text, parts), whole, "{parts} parts");
+        }
+    }
+
+    /// Sections whose entries run across cuts but are not lists as a whole parse reads
+    /// them: one problem each, as there.
+    #[test]
+    fn a_section_that_is_not_a_list_is_reported_once_whole_or_in_parts() {
+        let fabric = large_fabric();
+        let at = fabric.find("\ntraining:").unwrap();
+        let as_list = format!("{}\ntraining:\n{}", &fabric[..at], "  - x\n".repeat(60_000));
+        let scalar = fabric.replacen("\nlinks:\n", "\nlinks: TBD\n", 1);
+        for (text, expected) in [
+            (as_list, "`training` must be a mapping"),
+            (scalar, "`links` must be a list"),
+        ] {
+            let whole = problems(&text, 1);
+            let found = whole.0.iter().filter(|d| d.message == expected).count();
+            assert_eq!(found, 1, "{expected}: {whole:#?}");
+            for parts in [2, 5, 16] {
+                assert_eq!(problems(&text, parts), whole, "{expected}: {parts} parts");
+            }
         }
     }
 }

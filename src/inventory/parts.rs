@@ -44,17 +44,36 @@ pub fn read_each<R: Send>(
     source: usize,
     text: &str,
     parts: usize,
-    read: &(dyn Fn(Node, bool) -> R + Sync),
+    read: &(dyn Fn(&Node, bool) -> R + Sync),
 ) -> Result<Vec<R>, LoadError> {
     if text.len() >= PARALLEL_FROM_BYTES
         && parts > 1
         && let Some(cuts) = cuts(text, parts)
+        && padding(text, &cuts) <= text.len()
         && let Some(read) = read_parts(source, text, &cuts, read)
     {
         return Ok(read);
     }
     let root = marked_yaml::parse_yaml_with_options(source, text, options())?;
-    Ok(vec![read(root, false)])
+    let read = read(&root, false);
+    // Freeing a large tree takes a while (16,384 hosts: 0.18 s); the pool does it.
+    rayon::spawn(move || drop(root));
+    Ok(vec![read])
+}
+
+/// The newlines the parts' padding adds up to: at most the text's length, or parsing
+/// in parts could cost many times one parse (blank lines before a short inventory).
+fn padding(text: &str, cuts: &[Cut]) -> usize {
+    let (mut lines, mut from, mut total) = (0, 0, 0);
+    for cut in cuts {
+        let Some(between) = text.as_bytes().get(from..cut.at) else {
+            return usize::MAX;
+        };
+        lines += between.iter().filter(|b| **b == b'\n').count();
+        from = cut.at;
+        total += lines;
+    }
+    total
 }
 
 /// Where a part after the first begins.
@@ -168,31 +187,50 @@ fn parse_part(source: usize, text: &str, cut: &Cut, end: usize) -> Option<Node> 
     marked_yaml::parse_yaml_with_options(source, part, options()).ok()
 }
 
+/// A part's top-level keys, and whether the last holds a list (which the next part may
+/// continue).
+struct Keys {
+    names: Vec<String>,
+    ends_in_list: bool,
+}
+
 /// The top-level keys of a part's tree, if it is a mapping whose first key, when the
 /// part continues a list, is that list's.
-fn top_keys(root: &Node, cut: &Cut) -> Option<Vec<String>> {
+fn top_keys(root: &Node, cut: &Cut) -> Option<Keys> {
     let top = root.as_mapping()?;
-    let keys: Vec<String> = top.keys().map(|k| k.as_str().to_owned()).collect();
+    let names: Vec<String> = top.keys().map(|k| k.as_str().to_owned()).collect();
     if let Some(key) = cut.continues {
-        let first = keys.first()?;
+        let first = names.first()?;
         let continued = top.get_node(first)?.as_sequence().is_some();
         if first != key || !continued {
             return None;
         }
     }
-    Some(keys)
+    let last = names.last().and_then(|k| top.get_node(k.as_str()));
+    Some(Keys {
+        ends_in_list: last.is_some_and(|v| v.as_sequence().is_some()),
+        names,
+    })
 }
 
 /// Whether the parts' keys join into one mapping: each key in one part only, but for a
-/// list a part continues, which the part before ended with.
-fn join_up(keys: &[Vec<String>], cuts: &[Cut]) -> bool {
+/// list a part continues, which the part before ended with (as a list: a key whose
+/// value is not one reads the entries below it otherwise whole, as a scalar's lines).
+fn join_up(keys: &[Keys], cuts: &[Cut]) -> bool {
     let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (i, part) in keys.iter().enumerate() {
         let continued = i > 0 && cuts[i - 1].continues.is_some();
-        if continued && keys[i - 1].last() != part.first() {
-            return false;
+        if continued {
+            let before = &keys[i - 1];
+            if !before.ends_in_list || before.names.last() != part.names.first() {
+                return false;
+            }
         }
-        let own = if continued { &part[1..] } else { &part[..] };
+        let own = if continued {
+            &part.names[1..]
+        } else {
+            &part.names[..]
+        };
         if !own.iter().all(|k| seen.insert(k.as_str())) {
             return false;
         }
@@ -204,19 +242,20 @@ fn read_parts<R: Send>(
     source: usize,
     text: &str,
     cuts: &[Cut],
-    read: &(dyn Fn(Node, bool) -> R + Sync),
+    read: &(dyn Fn(&Node, bool) -> R + Sync),
 ) -> Option<Vec<R>> {
     let parts = spans(text, cuts);
-    let read: Vec<(Vec<String>, R)> = parts
+    let read: Vec<(Keys, R)> = parts
         .par_iter()
         .with_max_len(1)
         .map(|&(cut, end)| {
             let root = parse_part(source, text, cut, end)?;
             let keys = top_keys(&root, cut)?;
-            Some((keys, read(root, cut.continues.is_some())))
+            // The part's tree is freed here, before this thread parses another.
+            Some((keys, read(&root, cut.continues.is_some())))
         })
         .collect::<Option<_>>()?;
-    let (keys, read): (Vec<Vec<String>>, Vec<R>) = read.into_iter().unzip();
+    let (keys, read): (Vec<Keys>, Vec<R>) = read.into_iter().unzip();
     join_up(&keys, cuts).then_some(read)
 }
 
@@ -247,7 +286,7 @@ mod tests {
     /// from the first part's start to the last's end.
     fn in_parts(text: &str, parts: usize) -> Option<Node> {
         let cuts = cuts(text, parts)?;
-        let trees = read_parts(0, text, &cuts, &|root, continues| (root, continues))?;
+        let trees = read_parts(0, text, &cuts, &|root, continues| (root.clone(), continues))?;
         let mut trees = trees.into_iter();
         let (Node::Mapping(mut whole), false) = trees.next()? else {
             return None;
@@ -337,6 +376,18 @@ mod tests {
         assert_eq!(in_parts("a:\n  - \"x\n  - y\"\n  - z\n", 3), None);
         // A key in two parts.
         assert_eq!(in_parts("a: 1\nb: 2\na: 3\n", 3), None);
+        // Entries below a key whose value is not a list: whole, a scalar's lines.
+        let scalar = format!("a: 1\nlinks: TBD\n{}", "  - [x, y]\n".repeat(40));
+        assert!(matches!(
+            whole(&scalar).as_mapping().unwrap().get_node("links"),
+            Some(Node::Scalar(_))
+        ));
+        assert_eq!(in_parts(&scalar, 4), None);
+        // Padding that would cost more than the text: blank lines before the cuts.
+        let keys: String = (1..=10).map(|i| format!("k{i}: 1\n")).collect();
+        let padded = format!("{}{keys}", "\n".repeat(60));
+        let padded_cuts = cuts(&padded, 8).unwrap();
+        assert!(padding(&padded, &padded_cuts) > padded.len());
         // A block scalar anywhere (an empty one before a cut would read as a newline).
         for header in ["|", ">", "|-", "|+", ">2", "|2- # kept"] {
             let text = format!("a:\n  - x: {header}\n  - y: 1\nb: 2\n");

@@ -11,8 +11,10 @@
 //! mapping. Any doubt parses the whole text instead: a line at column 0 that is not a
 //! plain key, a list entry, a comment or blank; a block scalar (an empty one ends
 //! differently at a part's end) or a lone CR anywhere; a part that does not parse (a
-//! quoted or flow value running across a cut); a key in two parts. Every problem is
-//! therefore reported by the whole parse.
+//! quoted or flow value running across a cut); a key in two parts; a part continuing a
+//! key whose value in the part before is not a list; padding that would add more
+//! newlines than the text has bytes. Every problem is therefore reported by the whole
+//! parse.
 
 use marked_yaml::{LoadError, LoaderOptions, Node};
 use rayon::prelude::*;

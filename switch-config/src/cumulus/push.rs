@@ -41,22 +41,27 @@ impl Device for Cumulus {
             message: format!("line {line} of the change opens a quote it never closes"),
         })?;
         let lines: Vec<&str> = lines.iter().map(|c| c.text).collect();
-        run(t, &ShellCommand::new("nv config detach"), "")?;
-        match super::patch::load(&lines) {
-            Some(load) => {
-                run_in_batches(t, &load.unsets)?;
-                if let Some(patch) = load.patch {
-                    // `nv config patch` reads a file named by its full path.
-                    let command = ShellCommand::new("f=$(mktemp --suffix=.yaml)")
-                        .and(ShellCommand::new("trap 'rm -f \"$f\"' EXIT"))
-                        .and(ShellCommand::new("cat > \"$f\""))
-                        .and(ShellCommand::new("nv config patch \"$f\""));
-                    run(t, &command, &patch)?;
-                }
-                Ok(())
-            }
-            None => run_in_batches(t, &lines),
+        let detach = ShellCommand::new("nv config detach");
+        let Some(load) = super::patch::load(&lines) else {
+            run(t, &detach, "")?;
+            return run_in_batches(t, &lines);
+        };
+        let Some(patch) = load.patch else {
+            run(t, &detach, "")?;
+            return run_in_batches(t, &load.unsets);
+        };
+        // `nv config patch` reads a file named by its full path.
+        let patch_command = ShellCommand::new("f=$(mktemp --suffix=.yaml)")
+            .and(ShellCommand::new("trap 'rm -f \"$f\"' EXIT"))
+            .and(ShellCommand::new("cat > \"$f\""))
+            .and(ShellCommand::new("nv config patch \"$f\""));
+        if load.unsets.is_empty() {
+            // One round trip: a change that only sets (a first apply, most changes).
+            return run(t, &detach.and(patch_command), &patch).map(drop);
         }
+        run(t, &detach, "")?;
+        run_in_batches(t, &load.unsets)?;
+        run(t, &patch_command, &patch).map(drop)
     }
 
     fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
@@ -132,6 +137,21 @@ mod tests {
         }
         assert_eq!(patch.matches("10.0.0.1:\n").count(), 60);
         assert_eq!(patch.matches("type: ipv4-address\n").count(), 60);
+    }
+
+    #[test]
+    fn a_change_that_only_sets_detaches_and_patches_in_one_command() {
+        let commands = "nv set qos mapping default-global trust l3\n";
+        let mut t = Recorder::default();
+        Cumulus.load_candidate(&mut t, commands, "").unwrap();
+        assert_eq!(t.sent.len(), 1, "{:?}", t.sent);
+        let (command, patch) = t.sent[0].split_once('\n').unwrap();
+        assert!(
+            command.starts_with("exec nv config detach && f=$(mktemp"),
+            "{command}"
+        );
+        assert!(command.ends_with("&& nv config patch \"$f\""), "{command}");
+        assert!(patch.contains("trust: l3"), "{patch}");
     }
 
     #[test]

@@ -341,24 +341,22 @@ fn set(revision: &mut Revision, path: &[String]) -> Result<(), String> {
 /// `via 10.0.0.1 type ipv4-address`, `via blackhole` is `type blackhole`.
 fn with_defaults(leaf: Vec<String>) -> Vec<Vec<String>> {
     let w: Vec<&str> = leaf.iter().map(String::as_str).collect();
-    let (route, hop) = match w.as_slice() {
-        ["vrf", _, "router", "static", _, "via", hop] => (&leaf[..5], *hop),
-        // A hop's attribute given (`type …`): kept as given, for `check` to judge.
-        ["vrf", _, "router", "static", _, "via", _, ..] => {
-            let mut family = leaf[..5].to_vec();
-            family.extend(["address-family".into(), "ipv4-unicast".into()]);
-            return vec![family, leaf];
-        }
+    let (hop, attributes) = match w.as_slice() {
+        ["vrf", _, "router", "static", _, "via", hop, rest @ ..] => (*hop, !rest.is_empty()),
         _ => return vec![leaf],
     };
+    let mut family = leaf[..5].to_vec();
+    family.extend(["address-family".into(), "ipv4-unicast".into()]);
+    // A hop's attribute given (`type …`) is kept as given, for `check` to judge.
+    if attributes {
+        return vec![family, leaf];
+    }
     let kind = if hop == "blackhole" {
         "blackhole"
     } else {
         "ipv4-address"
     };
-    let mut family = route.to_vec();
-    family.extend(["address-family".into(), "ipv4-unicast".into()]);
-    let mut typed = route.to_vec();
+    let mut typed = leaf[..5].to_vec();
     typed.extend(["via".into(), hop.into(), "type".into(), kind.into()]);
     vec![family, typed]
 }

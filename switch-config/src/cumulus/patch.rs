@@ -78,13 +78,14 @@ fn plain_words(command: &str) -> Option<Vec<&str>> {
     plain.then(|| command.split_whitespace().collect())
 }
 
-/// Whether two paths may name the same setting: one is a prefix of the other, a list of
-/// keys matching any key.
+/// Whether two paths may name the same setting: one is a prefix of the other, word by
+/// word the same or lists of keys (`1-3`, `2`) that share one.
 fn overlap(a: &[&str], b: &[&str]) -> bool {
-    let listed = |w: &str| w.contains([',', '-']) && w.starts_with(|c: char| c.is_ascii_digit());
-    a.iter()
-        .zip(b)
-        .all(|(x, y)| x == y || listed(x) || listed(y))
+    let shared = |x: &str, y: &str| match (number_list(x, MAX_KEY), number_list(y, MAX_KEY)) {
+        (Ok(xs), Ok(ys)) => xs.iter().any(|k| ys.contains(k)),
+        _ => false,
+    };
+    a.iter().zip(b).all(|(x, y)| x == y || shared(x, y))
 }
 
 #[derive(Debug)]
@@ -301,5 +302,8 @@ mod tests {
         let apart = "nv set qos congestion-control default-global traffic-class 1 ecn enable\n\
                      nv unset qos congestion-control default-global traffic-class 2";
         assert!(patch(apart).is_some());
+        let listed_apart = "nv set qos congestion-control default-global traffic-class 1-2 ecn enable\n\
+                            nv unset qos congestion-control default-global traffic-class 5";
+        assert!(patch(listed_apart).is_some());
     }
 }

@@ -259,13 +259,10 @@ impl Transport {
         layers: Vec<(usize, u16)>,
         loss_bound: Option<f64>,
     ) -> Allreduce {
-        let algorithm = match self.config.job.collective {
-            endhost_core::config::Collective::Ring => Algorithm::Ring,
-            endhost_core::config::Collective::Transpose => Algorithm::Transpose,
-            endhost_core::config::Collective::Ps => Algorithm::Ps {
-                servers: (0..self.config.job.world_size as u16).collect(),
-            },
-        };
+        let algorithm = Algorithm::of_job(
+            self.config.job.collective,
+            self.config.job.world_size as u16,
+        );
         Allreduce {
             tensor,
             data,

@@ -9,6 +9,7 @@ use mltctl_lab::arrivals::{self, Offered};
 use mltctl_lab::qos::{Curve, PortQos, QueueQos};
 use switch_config::{RouteKind, Vendor};
 
+use super::thresholds::MIN_BOUND;
 use super::{Plan, ThresholdProfile};
 
 /// What `mltctl plan` prints without options: the summary, queues and thresholds.
@@ -102,7 +103,9 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
         "Model: the switch's queues (strict priority; per queue a step S_i for Not-ECT frames and a limit L_i \
          for all) under the transport's bursts ({} sender(s) x {} frames at line rate, at Poisson times) at a \
          load of {} of line rate; {:.0}% of frames unimportant (Not-ECT); {}-byte frames\n\
-         Loss tolerated without extra rounds: random {}, front layers {}, back layers {}, small gradients {}, large gradients {}",
+         Loss tolerated without extra rounds: random {}, front layers {}, back layers {}, small gradients {}, large gradients {}\n\
+         Loss the transport leaves unrecovered: {:.2e} of a message (the loss bound over the collective's depth); \
+         where the buffer allows, every queue's losses stay within it (within {MIN_BOUND:.0e} if it is less)",
         m.fan_in,
         PACING_BATCH,
         m.load,
@@ -112,7 +115,8 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
         t.front_layers,
         t.back_layers,
         t.small_gradients,
-        t.large_gradients
+        t.large_gradients,
+        m.message_bound,
     );
 }
 

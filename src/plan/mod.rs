@@ -13,6 +13,7 @@ pub mod thresholds;
 use std::net::Ipv4Addr;
 
 use endhost_core::MacAddr;
+use endhost_core::collective::{Algorithm, message_bound};
 use endhost_core::config::{Collective, JobConfig, Tagging, TransportConfig};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,10 @@ pub struct ModelSummary {
     pub t_high_us: f64,
     /// Most senders one receiver hears from at once in the job's collective.
     pub fan_in: u32,
+    /// What one message of the job's collective may lose before the transport asks
+    /// for it again: the loss bound over the collective's depth
+    /// ([`endhost_core::collective::message_bound`]).
+    pub message_bound: f64,
     /// Plan even when a predicted loss is over its tolerance.
     pub accept_over_tolerance: bool,
 }
@@ -94,6 +99,7 @@ impl Plan {
             rtt_us: inv.training.model.rtt_us,
             t_high_us: inv.training.rate_control.t_high_us,
             fan_in: fan_in(inv.training.collective, inv.hosts.len()),
+            message_bound: job_message_bound(inv),
             accept_over_tolerance: inv.training.model.accept_over_tolerance,
         };
         let thresholds = thresholds::profiles(inv, &qos, &model);
@@ -268,6 +274,14 @@ fn fan_in(collective: Collective, hosts: usize) -> u32 {
         Collective::Ring => 1,
         Collective::Transpose | Collective::Ps => hosts.saturating_sub(1).max(1) as u32,
     }
+}
+
+/// [`ModelSummary::message_bound`]: an allreduce over every host, as the transport runs
+/// the job's collective.
+fn job_message_bound(inv: &Inventory) -> f64 {
+    let ranks = u16::try_from(inv.hosts.len()).unwrap_or(u16::MAX);
+    let algorithm = Algorithm::of_job(inv.training.collective, ranks);
+    message_bound(inv.training.loss_bound, &algorithm, inv.hosts.len())
 }
 
 fn switch_qos(

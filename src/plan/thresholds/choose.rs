@@ -32,24 +32,37 @@ pub const MARGIN: f64 = 0.5;
 /// Thresholds for `queues` within `budget` frames (Σ L), from `open`: each queue's
 /// arrivals in a simulation where nothing dropped.
 pub fn choose(queues: &[QueueInput], open: &[Tails], floors: Floors, budget: u32) -> Vec<Chosen> {
-    let pinned: u64 = queues
-        .iter()
-        .filter_map(|q| q.pinned)
-        .map(|p| u64::from(p.limit))
-        .sum();
-    let budget = u64::from(budget).saturating_sub(pinned);
-    for margin in [MARGIN, 1.0] {
+    within_tolerance(queues, open, floors, budget)
+        .unwrap_or_else(|| least_excess(queues, open, floors, budget_left(queues, budget)))
+}
+
+/// [`choose`] when `budget` holds every queue within its tolerance (None: it does not).
+pub fn within_tolerance(
+    queues: &[QueueInput],
+    open: &[Tails],
+    floors: Floors,
+    budget: u32,
+) -> Option<Vec<Chosen>> {
+    let budget = budget_left(queues, budget);
+    [MARGIN, 1.0].into_iter().find_map(|margin| {
         let least: Vec<Chosen> = queues
             .iter()
             .zip(open)
             .map(|(q, o)| least_within_tolerance(q, o, floors, margin))
             .collect();
         let used: u64 = least.iter().map(|c| u64::from(c.limits.limit)).sum();
-        if used <= budget {
-            return spend_spare(queues, open, least, budget - used);
-        }
-    }
-    least_excess(queues, open, floors, budget)
+        (used <= budget).then(|| spend_spare(queues, open, least, budget - used))
+    })
+}
+
+/// The budget the queues not pinned share.
+fn budget_left(queues: &[QueueInput], budget: u32) -> u64 {
+    let pinned: u64 = queues
+        .iter()
+        .filter_map(|q| q.pinned)
+        .map(|p| u64::from(p.limit))
+        .sum();
+    u64::from(budget).saturating_sub(pinned)
 }
 
 /// The lowest S and L whose open tails are within `margin` of each tolerance, above the

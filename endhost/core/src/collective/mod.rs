@@ -28,7 +28,7 @@ pub mod schedule;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
-use crate::config::Timeouts;
+use crate::config::{Collective, Timeouts};
 use crate::proto::{Buffer, Endpoint, Event, Inexact, LayerMap, Place, Region};
 use crate::wire::MessageId;
 use schedule::{Direction, Transfer};
@@ -51,6 +51,20 @@ pub enum Algorithm {
     Ps {
         servers: Vec<u16>,
     },
+}
+
+impl Algorithm {
+    /// The job's `collective` over all of its `world_size` ranks (every rank a shard
+    /// server of the parameter server).
+    pub fn of_job(collective: Collective, world_size: u16) -> Algorithm {
+        match collective {
+            Collective::Ring => Algorithm::Ring,
+            Collective::Transpose => Algorithm::Transpose,
+            Collective::Ps => Algorithm::Ps {
+                servers: (0..world_size).collect(),
+            },
+        }
+    }
 }
 
 /// An allreduce (sum) of this rank's `data` over a group.

@@ -116,6 +116,10 @@ fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
     // Every limit holds one burst (16 frames of 1,500 B), and each queue says what set it.
     assert!(explained.contains("every L_i holds one burst, 23.4 KiB"));
     assert!(explained.contains("set by (S; L)"));
+    // The lab's ring of four at p = 0.01: each of its six messages may lose a sixth.
+    assert!(explained.contains("Loss the transport leaves unrecovered: 1.67e-3 of a message"));
+    assert!(explained.contains("Chosen within the loss the transport leaves unrecovered"));
+    assert!(explained.contains("the transport's loss bound;"));
     // The model's prediction beside the lab switch's queue, for both kinds of frame.
     assert!(explained.contains("Not-ECT loss: predicted | simulated (tolerance)"));
     assert!(explained.contains("ECT loss: predicted | simulated (tolerance)"));

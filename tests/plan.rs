@@ -558,6 +558,8 @@ fn front_layer_queues_get_lower_thresholds_than_back_layer_queues() {
 #[test]
 fn sensitivities_move_thresholds_the_expected_way() {
     let base = Plan::build(&small_with(""));
+    // 1 MiB cannot hold thresholds within the transport's bound: the tolerances decide.
+    assert!(!held(&base).within_bound);
     let q = |plan: &Plan, i: usize| held(plan).queues[i].clone();
     let last = held(&base).queues.len() - 1;
     let within = |plan: &Plan| {
@@ -585,6 +587,23 @@ fn sensitivities_move_thresholds_the_expected_way() {
     ));
     assert!((0..=last).all(|i| q(&lax_small, i).mark_bytes <= q(&base, i).mark_bytes));
     assert!((0..=last).any(|i| q(&lax_small, i).mark_bytes < q(&base, i).mark_bytes));
+}
+
+#[test]
+fn the_labs_thresholds_keep_within_what_the_transport_leaves_unrecovered() {
+    let plan = Plan::build(&load("inventory/lab.yaml"));
+    // A ring of four hosts at p = 0.01: each of its six messages may lose a sixth of it.
+    let bound = 0.01 / 6.0;
+    assert!((plan.model.message_bound - bound).abs() < 1e-12);
+    for p in &plan.thresholds {
+        assert!(p.within_bound, "{p:?}");
+        for q in &p.queues {
+            assert!(q.loss_not_ect <= bound && q.loss_ect <= bound, "{q:?}");
+            // Far below what training tolerates: without the bound the front queues
+            // would be planned to lose more.
+            assert!(q.tolerance_not_ect > 10.0 * bound, "{q:?}");
+        }
+    }
 }
 
 /// A buffer too small for the floors (one burst per queue) is a problem of the plan,

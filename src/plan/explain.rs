@@ -105,7 +105,7 @@ fn queues(out: &mut String, plan: &Plan, layer_names: &[String]) {
          load of {} of line rate; {:.0}% of frames unimportant (Not-ECT); {}-byte frames\n\
          Loss tolerated without extra rounds: random {}, front layers {}, back layers {}, small gradients {}, large gradients {}\n\
          Loss the transport leaves unrecovered: {:.2e} of a message (the loss bound over the collective's depth); \
-         where the buffer allows, every queue's losses stay within it (within {MIN_BOUND:.0e} if it is less)",
+         a buffer that holds it gets thresholds within it (within {MIN_BOUND:.0e} if it is less) for every queue",
         m.fan_in,
         PACING_BATCH,
         m.load,
@@ -132,6 +132,7 @@ fn thresholds(out: &mut String, plan: &Plan, check: bool) {
              L_i − S_i holds a burst's ECT frames, {}; the lowest queue marks from C·RTT/7 = {} \
              at the earliest; the rest of the buffer goes to the limits where it cuts ECT loss \
              most\n\
+             {}\n\
              Predicted: the model's simulation of these queues ({} frames), ± its standard error",
             bytes(p.buffer_bytes),
             p.link_mbps as f64 / 1000.0,
@@ -144,6 +145,12 @@ fn thresholds(out: &mut String, plan: &Plan, check: bool) {
             m.t_high_us,
             bytes(p.ect_room_bytes),
             bytes(p.mark_floor_bytes),
+            if p.within_bound {
+                "Chosen within the loss the transport leaves unrecovered"
+            } else {
+                "Chosen within the tolerances: this buffer cannot hold thresholds within the loss \
+                 the transport leaves unrecovered"
+            },
             p.simulated_frames,
         );
         let simulated = check.then(|| lab_check(plan, p));

@@ -32,27 +32,29 @@ pub const MARGIN: f64 = 0.5;
 /// Thresholds for `queues` within `budget` frames (Σ L), from `open`: each queue's
 /// arrivals in a simulation where nothing dropped.
 pub fn choose(queues: &[QueueInput], open: &[Tails], floors: Floors, budget: u32) -> Vec<Chosen> {
-    within_tolerance(queues, open, floors, budget)
+    [MARGIN, 1.0]
+        .into_iter()
+        .find_map(|margin| within_tolerance(queues, open, floors, budget, margin))
         .unwrap_or_else(|| least_excess(queues, open, floors, budget_left(queues, budget)))
 }
 
-/// [`choose`] when `budget` holds every queue within its tolerance (None: it does not).
+/// [`choose`] when `budget` holds every queue's open tails within `margin` of its
+/// tolerance (None: it does not).
 pub fn within_tolerance(
     queues: &[QueueInput],
     open: &[Tails],
     floors: Floors,
     budget: u32,
+    margin: f64,
 ) -> Option<Vec<Chosen>> {
     let budget = budget_left(queues, budget);
-    [MARGIN, 1.0].into_iter().find_map(|margin| {
-        let least: Vec<Chosen> = queues
-            .iter()
-            .zip(open)
-            .map(|(q, o)| least_within_tolerance(q, o, floors, margin))
-            .collect();
-        let used: u64 = least.iter().map(|c| u64::from(c.limits.limit)).sum();
-        (used <= budget).then(|| spend_spare(queues, open, least, budget - used))
-    })
+    let least: Vec<Chosen> = queues
+        .iter()
+        .zip(open)
+        .map(|(q, o)| least_within_tolerance(q, o, floors, margin))
+        .collect();
+    let used: u64 = least.iter().map(|c| u64::from(c.limits.limit)).sum();
+    (used <= budget).then(|| spend_spare(queues, open, least, budget - used))
 }
 
 /// The budget the queues not pinned share.

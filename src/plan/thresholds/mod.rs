@@ -208,8 +208,8 @@ pub enum SetBy {
     /// The least room that keeps the loss within tolerance (or, when the buffer cannot,
     /// the best the buffer allows).
     Tolerance,
-    /// The least room that keeps the loss within what the transport leaves unrecovered
-    /// (below the tolerance).
+    /// The least room that keeps the loss within what the transport leaves unrecovered,
+    /// which is below the tolerance.
     LossBound,
     /// One burst of the job must fit under L.
     BurstFloor,
@@ -252,6 +252,9 @@ pub struct Solved {
     pub held: Vec<Limits>,
     /// Frames the prediction simulated.
     pub frames: u64,
+    /// Whether the thresholds were chosen within the transport's bound (else within the
+    /// tolerances alone: the buffer could not hold the bound).
+    pub within_bound: bool,
 }
 
 /// Thresholds for `queues` under `traffic` within `budget` frames, and their predicted
@@ -278,21 +281,22 @@ pub fn solve(
         let open = memo.simulate(traffic, &shares, &open_limits, slots, OPEN_SEED, Some(most));
         open.iter().map(Tails::of).collect()
     };
-    // Losses the transport would recover cost round trips: plan within its bound when
-    // the buffer holds that, else exactly as within the tolerances alone.
+    // Losses the transport would recover cost round trips: plan within its bound, with
+    // the margin, when the buffer holds that; else exactly as within the tolerances.
     let bounded_tails = open_tails(&bounded);
-    let (queues, mut chosen) =
-        match choose::within_tolerance(&bounded, &bounded_tails, floors, budget) {
-            Some(chosen) => (&bounded[..], chosen),
-            None => {
-                let tails = if bounded == tolerated {
-                    bounded_tails
-                } else {
-                    open_tails(tolerated)
-                };
-                (tolerated, choose::choose(tolerated, &tails, floors, budget))
-            }
-        };
+    let within = choose::within_tolerance(&bounded, &bounded_tails, floors, budget, choose::MARGIN);
+    let within_bound = within.is_some();
+    let (queues, mut chosen) = match within {
+        Some(chosen) => (&bounded[..], chosen),
+        None => {
+            let tails = if bounded == tolerated {
+                bounded_tails
+            } else {
+                open_tails(tolerated)
+            };
+            (tolerated, choose::choose(tolerated, &tails, floors, budget))
+        }
+    };
     let held = |chosen: &[Chosen]| held_limits(chosen, budget, queue_limits);
     // Every prediction below runs on the same random numbers, so that the steps chosen
     // and the losses predicted for them agree.
@@ -386,6 +390,7 @@ pub fn solve(
         losses: predicted.iter().map(|e| (e.not_ect, e.ect)).collect(),
         held,
         frames: predicted.iter().map(|e| e.offered).sum(),
+        within_bound,
     }
 }
 
@@ -453,6 +458,10 @@ pub struct ThresholdProfile {
     pub used_bytes: u64,
     /// Frames the prediction simulated.
     pub simulated_frames: u64,
+    /// Whether the thresholds keep within what the transport leaves unrecovered
+    /// ([`super::ModelSummary::message_bound`], at least [`MIN_BOUND`]) rather than
+    /// only within the tolerances: the buffer holds them.
+    pub within_bound: bool,
     /// Gradient queues, highest priority first.
     pub queues: Vec<QueueThreshold>,
 }
@@ -628,6 +637,7 @@ pub fn profiles(inv: &Inventory, qos: &QosPlan, model: &ModelSummary) -> Vec<Thr
                 switches,
                 used_bytes,
                 simulated_frames: solved.frames,
+                within_bound: solved.within_bound,
                 queues,
             }
         })

@@ -120,6 +120,13 @@ fn plan_explain_shows_every_queue_with_dscp_layers_thresholds_and_losses() {
     assert!(explained.contains("Loss the transport leaves unrecovered: 1.67e-3 of a message"));
     assert!(explained.contains("Chosen within the loss the transport leaves unrecovered"));
     assert!(explained.contains("the transport's loss bound;"));
+    // The front queue carries 0.08% of the traffic: one frame of step meets the bound and
+    // the tolerance alike, so the bound did not set it.
+    let front = explained
+        .lines()
+        .find(|l| l.starts_with("    6  2.0 KiB (1) "))
+        .unwrap_or_else(|| panic!("no one-frame step for queue 6 in:\n{explained}"));
+    assert!(front.contains("ok                tolerance;"), "{front}");
     // The model's prediction beside the lab switch's queue, for both kinds of frame.
     assert!(explained.contains("Not-ECT loss: predicted | simulated (tolerance)"));
     assert!(explained.contains("ECT loss: predicted | simulated (tolerance)"));

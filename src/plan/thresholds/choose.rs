@@ -69,7 +69,7 @@ fn budget_left(queues: &[QueueInput], budget: u32) -> u64 {
 
 /// The lowest S and L whose open tails are within `margin` of each tolerance, above the
 /// floors.
-fn least_within_tolerance(q: &QueueInput, open: &Tails, floors: Floors, margin: f64) -> Chosen {
+pub fn least_within_tolerance(q: &QueueInput, open: &Tails, floors: Floors, margin: f64) -> Chosen {
     if let Some(limits) = q.pinned {
         return pinned(limits);
     }

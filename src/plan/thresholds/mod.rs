@@ -289,12 +289,9 @@ pub fn solve(
     let (queues, mut chosen) = match within {
         Some(chosen) => (&bounded[..], chosen),
         None => {
-            let tails = if bounded == tolerated {
-                bounded_tails
-            } else {
-                open_tails(tolerated)
-            };
-            (tolerated, choose::choose(tolerated, &tails, floors, budget))
+            let own = (bounded != tolerated).then(|| open_tails(tolerated));
+            let tails = own.as_ref().unwrap_or(&bounded_tails);
+            (tolerated, choose::choose(tolerated, tails, floors, budget))
         }
     };
     let held = |chosen: &[Chosen]| held_limits(chosen, budget, queue_limits);
@@ -371,12 +368,23 @@ pub fn solve(
         }
         predicted = predict(&held(&chosen), &PREDICTION);
     }
-    for ((c, q), t) in chosen.iter_mut().zip(queues).zip(tolerated) {
-        if c.mark_set_by == SetBy::Tolerance && q.tolerance_not_ect < t.tolerance_not_ect {
-            c.mark_set_by = SetBy::LossBound;
-        }
-        if c.limit_set_by == SetBy::Tolerance && q.tolerance_ect < t.tolerance_ect {
-            c.limit_set_by = SetBy::LossBound;
+    if within_bound {
+        // The bound put a threshold where it is when the open tails put it higher for
+        // the bound than for the tolerance.
+        for (((c, q), t), tails) in chosen
+            .iter_mut()
+            .zip(queues)
+            .zip(tolerated)
+            .zip(&bounded_tails)
+        {
+            let least = |q| choose::least_within_tolerance(q, tails, floors, choose::MARGIN).limits;
+            let (for_bound, for_tolerance) = (least(q), least(t));
+            if c.mark_set_by == SetBy::Tolerance && for_bound.mark > for_tolerance.mark {
+                c.mark_set_by = SetBy::LossBound;
+            }
+            if c.limit_set_by == SetBy::Tolerance && for_bound.limit > for_tolerance.limit {
+                c.limit_set_by = SetBy::LossBound;
+            }
         }
     }
     let held = held(&chosen);

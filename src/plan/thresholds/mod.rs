@@ -80,9 +80,10 @@
 //!
 //! Loss within tolerance costs no accuracy, but a message that loses more than its
 //! share of the job's loss bound ([`super::ModelSummary::message_bound`]) waits for a
-//! recovery round trip. Each queue is first planned as above with both tolerances cut
-//! to that share (at least [`MIN_BOUND`]); only when the buffer cannot hold those
-//! thresholds is it planned within the tolerances alone, exactly as without the bound.
+//! recovery round trip. Each profile is first planned as above, with the margin, with
+//! every queue's two tolerances cut to that share (at least [`MIN_BOUND`]); only when
+//! the buffer cannot hold that for every queue is the profile planned within the
+//! tolerances alone, exactly as without the bound ([`Solved::within_bound`] says which).
 //!
 //! # Validation and error
 //!

@@ -53,7 +53,7 @@ pub use inexact::{Inexact, InexactMask};
 use message::{
     Incoming, Outgoing, PROBE_FLOOR_US, PROBE_SETTLE_US, probe_wait_ns, ranges_are_sound,
 };
-use rate::{Pacer, Timely};
+use rate::{NicQueue, Pacer, Timely};
 use tagging::Classes;
 
 /// Tensor memory shared by a collective and its messages (one thread owns both).
@@ -176,6 +176,8 @@ struct Peer {
     ack_requests: VecDeque<(u32, u32, u64)>,
     /// Sends to this peer that may have data, oldest first.
     queue: VecDeque<(u64, MessageId)>,
+    /// Had nothing to send since its pacer last sent: the pacer rests before the next.
+    resting: bool,
 }
 
 /// One host's end of the transport.
@@ -194,6 +196,8 @@ pub struct Endpoint {
     rotation: VecDeque<u16>,
     /// The host's own link: all peers together never exceed its line rate.
     link: Pacer,
+    /// What the host's NIC still has to send of what it was handed.
+    nic: NicQueue,
     next_order: u64,
     /// READYs that came before the send was posted, with their handles.
     early_ready: HashMap<(u16, MessageId), u32>,
@@ -237,6 +241,7 @@ impl Endpoint {
                 since_ack_request: 0,
                 ack_requests: VecDeque::new(),
                 queue: VecDeque::new(),
+                resting: true,
             })
             .collect();
         Endpoint {
@@ -250,6 +255,7 @@ impl Endpoint {
             next_handle: config.handle_seed,
             rotation: VecDeque::new(),
             link: Pacer::new(now),
+            nic: NicQueue::default(),
             next_order: 0,
             early_ready: HashMap::new(),
             acks: VecDeque::new(),
@@ -826,6 +832,102 @@ mod tests {
             let share = sent.iter().filter(|s| s.1 == peer).count() as f64 / sent.len() as f64;
             assert!((share - 1.0 / 3.0).abs() < 0.02, "peer {peer}: {share}");
         }
+    }
+
+    /// A driver that wakes later than a batch takes (400 µs apart; a batch is 194 µs
+    /// at 1 Gbit/s) still keeps the line busy: each wake-up sends what it missed.
+    #[test]
+    fn wake_ups_late_by_less_than_the_allowance_lose_no_line_time() {
+        let line_bps = 1e9;
+        let mut endpoint = endpoint(2, line_bps);
+        send(&mut endpoint, 1, 0, 10_000);
+        let window_ns = 20_000_000;
+        let sent = drain(&mut endpoint, window_ns, 400_000);
+        let bytes = (sent.len() * endpoint.frame_bytes()) as f64;
+        let line_bytes = line_bps / 8.0 * window_ns as f64 / 1e9;
+        assert!(bytes >= line_bytes * 0.97, "{bytes} of {line_bytes}");
+        assert!(bytes <= line_bytes * 1.03, "{bytes} of {line_bytes}");
+        assert_eq!(endpoint.counters().link.late_ns, 0);
+        // Beyond the allowance the line time is lost, and counted.
+        let mut endpoint = super::tests::endpoint(2, line_bps);
+        send(&mut endpoint, 1, 0, 10_000);
+        let sent = drain(&mut endpoint, window_ns, 2_000_000);
+        let bytes = (sent.len() * endpoint.frame_bytes()) as f64;
+        assert!(bytes < line_bytes * 0.5, "{bytes} of {line_bytes}");
+        assert!(endpoint.counters().link.late_ns > window_ns / 2);
+    }
+
+    /// A flow that had nothing to send starts again with one batch, however long the
+    /// pause: the burst the plan's queue model assumes.
+    #[test]
+    fn a_flow_resumes_after_a_pause_with_one_batch() {
+        let mut endpoint = endpoint(2, 1e9);
+        send(&mut endpoint, 1, 0, 10);
+        assert_eq!(drain(&mut endpoint, 1_000_000, 100_000).len(), 10);
+        let mut buf = [0u8; 2048];
+        // A pause of 50 ms, then a send of 200 packets, polled once.
+        send(&mut endpoint, 1, 1, 200);
+        let mut burst = 0;
+        while endpoint.poll_transmit(51_000_000, &mut buf).is_some() {
+            burst += 1;
+        }
+        assert_eq!(burst, PACING_BATCH);
+        assert_eq!(endpoint.counters().link.late_ns, 0);
+    }
+
+    /// RTT samples are timed from when a packet starts to leave the NIC: what a late
+    /// wake-up hands over at once waits in the host's own queue, and rate control must
+    /// not see that as the network's.
+    #[test]
+    fn the_rtt_excludes_the_hosts_own_nic_queue() {
+        let line_bps = 1e9;
+        let mut endpoint = endpoint(2, line_bps);
+        send(&mut endpoint, 1, 0, 1_000);
+        let mut buf = [0u8; 2048];
+        // Busy from the start, then a wake-up 400 µs late: one call hands over many
+        // frames at once.
+        let mut now = 0;
+        while now < 1_000_000 {
+            while endpoint.poll_transmit(now, &mut buf).is_some() {}
+            now += 100_000;
+        }
+        now += 400_000;
+        let mut requested = Vec::new();
+        let mut handed = 0;
+        while let Some(tx) = endpoint.poll_transmit(now, &mut buf) {
+            let packet = Packet::new_checked(&buf[..tx.len]).expect("our own packet");
+            if packet.flags().has(Flags::ACK_REQUEST) {
+                requested.push((handed, packet.message(), packet.sequence()));
+            }
+            handed += 1;
+        }
+        assert!(
+            handed > 2 * PACING_BATCH,
+            "{handed} frames handed over at once"
+        );
+        let &(queued_before, message, sequence) = requested.last().expect("an ACK request");
+        let frame_ns = endpoint.frame_bytes() as f64 * 8e9 / line_bps;
+        let ack_at = now + 1_000_000;
+        let header = Header {
+            kind: Kind::Ack,
+            flags: Flags::default(),
+            job_tag: job_tag(1),
+            rank: 1,
+            length: 0,
+            message,
+            sequence,
+        };
+        let mut ack = [0u8; HEADER_LEN];
+        Packet::new_unchecked(&mut ack[..]).emit(&header);
+        endpoint.handle_datagram(ack_at, Some(1), 0, &ack);
+        let srtt_us = endpoint.counters().peers[1].srtt_us.expect("a sample");
+        // The frames handed over before it, plus what was still queued from the
+        // previous wake-ups (none: those were paced), leave first.
+        let expected_us = (1_000_000.0 - queued_before as f64 * frame_ns) / 1_000.0;
+        assert!(
+            (srtt_us - expected_us).abs() < 1.0,
+            "srtt {srtt_us} µs, expected {expected_us}"
+        );
     }
 
     /// A peer that answers a probe with the same ranges over and over, or with ranges

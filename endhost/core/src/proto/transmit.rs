@@ -7,7 +7,18 @@ impl Endpoint {
     /// The next datagram to send now, written into `buf` (at least MTU bytes): pending
     /// acknowledgements first, then class probes, then data as the pacers allow.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let transmit = self.next_transmit(now, buf)?;
+        let wire_bytes = ETHERNET_HEADER + IP_UDP_HEADERS + transmit.len;
+        self.nic.hand_over(now, wire_bytes, self.config.line_bps);
+        Some(transmit)
+    }
+
+    fn next_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         self.account(now);
+        if self.activity == Activity::Idle {
+            self.link
+                .rest(now, self.config.line_bps, self.frame_bytes());
+        }
         if let Some((peer, message, sequence)) = self.acks.pop_front() {
             let header = Header {
                 kind: Kind::Ack,
@@ -62,9 +73,13 @@ impl Endpoint {
                 peer.queue.pop_front();
             }
             let Some(&(_, id)) = peer.queue.front() else {
+                peer.resting = true;
                 continue;
             };
             self.rotation.push_back(peer_rank);
+            if std::mem::take(&mut peer.resting) {
+                peer.pacer.rest(now, peer.timely.rate_bps(), frame);
+            }
             if !peer.pacer.take(now, peer.timely.rate_bps(), frame) {
                 continue;
             }
@@ -142,6 +157,7 @@ impl Endpoint {
             .handle
             .expect("a send with data has its receiver's handle");
         let peer = &mut self.peers[usize::from(key.0)];
+        let departs = self.nic.departs_at(now);
         // First-pass packets only: a retransmission's ACK could be the original's.
         if !retransmit {
             peer.since_ack_request += 1;
@@ -151,7 +167,7 @@ impl Endpoint {
                 if peer.ack_requests.len() == ACK_REQUESTS_KEPT {
                     peer.ack_requests.pop_front();
                 }
-                peer.ack_requests.push_back((message, seq, now));
+                peer.ack_requests.push_back((message, seq, departs));
             }
         }
         let class = self.classes.class(layer);

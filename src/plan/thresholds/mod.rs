@@ -17,7 +17,9 @@
 //! port); a burst is the pacing batch of each of the collective's fan-in senders at
 //! once, so it brings fan-in frames per frame time for a batch's duration. A burst
 //! belongs to one gradient class, chosen by the classes' shares of the gradient bytes;
-//! each frame is Not-ECT with probability θ (the importance quantile).
+//! each frame is Not-ECT with probability θ (the importance quantile). Not modelled:
+//! a sender whose wake-up came late catches up with up to 500 µs more at line rate
+//! (`endhost_core::proto::rate`); a flow that paused resumes with one batch.
 //!
 //! # The method
 //!

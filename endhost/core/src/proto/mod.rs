@@ -28,8 +28,9 @@
 //!   rather than hold the collective up (OptiReduce's tail cut; counted in
 //!   `bound_missed`). With p = 0 a receive never ends early.
 //! - **Rate control.** Per destination, TIMELY-like ([`rate`]); the sender asks for an
-//!   acknowledgement of every `ack_every`-th first-pass packet and keeps its send time,
-//!   so an ACK (message and sequence echoed) gives an RTT sample.
+//!   acknowledgement of every `ack_every`-th first-pass packet and keeps the time it
+//!   starts to leave the host's NIC, so an ACK (message and sequence echoed) gives an
+//!   RTT sample.
 //! - **Path spraying.** Packets to a peer go round-robin over its path addresses.
 
 pub mod class_probe;
@@ -172,7 +173,8 @@ struct Peer {
     paths: usize,
     /// First-pass packets since the last that asked for an acknowledgement.
     since_ack_request: u32,
-    /// Packets that asked for an acknowledgement: (message, sequence, send time).
+    /// Packets that asked for an acknowledgement: (message, sequence, time it starts
+    /// to leave the host's NIC).
     ack_requests: VecDeque<(u32, u32, u64)>,
     /// Sends to this peer that may have data, oldest first.
     queue: VecDeque<(u64, MessageId)>,
@@ -255,7 +257,10 @@ impl Endpoint {
             next_handle: config.handle_seed,
             rotation: VecDeque::new(),
             link: Pacer::new(now),
-            nic: NicQueue::default(),
+            nic: NicQueue::new(Pacer::bucket_ns(
+                config.line_bps,
+                ETHERNET_HEADER + IP_UDP_HEADERS + HEADER_LEN + config.payload_elems() * 4,
+            )),
             next_order: 0,
             early_ready: HashMap::new(),
             acks: VecDeque::new(),
@@ -858,21 +863,68 @@ mod tests {
     }
 
     /// A flow that had nothing to send starts again with one batch, however long the
-    /// pause: the burst the plan's queue model assumes.
+    /// pause: the burst the plan's queue model assumes. The link rests when nothing at
+    /// all was sent (two peers resuming share one batch), and a peer rests while others
+    /// keep the link busy.
     #[test]
     fn a_flow_resumes_after_a_pause_with_one_batch() {
-        let mut endpoint = endpoint(2, 1e9);
+        let burst = |endpoint: &mut Endpoint, now: u64| {
+            let mut buf = [0u8; 2048];
+            let mut to = [0usize; 3];
+            while let Some(tx) = endpoint.poll_transmit(now, &mut buf) {
+                to[usize::from(tx.peer)] += 1;
+            }
+            to
+        };
+        let mut endpoint = endpoint(3, 1e9);
         send(&mut endpoint, 1, 0, 10);
         assert_eq!(drain(&mut endpoint, 1_000_000, 100_000).len(), 10);
-        let mut buf = [0u8; 2048];
-        // A pause of 50 ms, then a send of 200 packets, polled once.
+        // A pause of 50 ms, then sends to two peers, polled once: one batch in all.
         send(&mut endpoint, 1, 1, 200);
-        let mut burst = 0;
-        while endpoint.poll_transmit(51_000_000, &mut buf).is_some() {
-            burst += 1;
-        }
-        assert_eq!(burst, PACING_BATCH);
+        send(&mut endpoint, 2, 1, 200);
+        assert_eq!(
+            burst(&mut endpoint, 51_000_000).iter().sum::<usize>(),
+            PACING_BATCH
+        );
         assert_eq!(endpoint.counters().link.late_ns, 0);
+
+        // Peer 1 slowed by its rate control keeps data waiting (the link never idles
+        // and its bucket fills); peer 2 sends, pauses 50 ms, and resumes with a batch.
+        let mut endpoint = super::tests::endpoint(3, 1e9);
+        endpoint.peers[1].timely = Timely::new(RateControl::default(), 10e6);
+        send(&mut endpoint, 1, 0, 10_000);
+        send(&mut endpoint, 2, 0, 10);
+        let mut now = 0;
+        while now <= 51_000_000 {
+            burst(&mut endpoint, now);
+            now += 1_000_000;
+        }
+        send(&mut endpoint, 2, 1, 200);
+        assert_eq!(burst(&mut endpoint, now)[2], PACING_BATCH);
+    }
+
+    /// A peer slowed far below the line rate still gets its rate: its bucket holds the
+    /// batch the driver waits for (at 250 µs of 100 Mbit/s it held two frames of the
+    /// sixteen, and the flow sent an eighth of its rate).
+    #[test]
+    fn a_slow_peer_is_paced_at_its_rate_by_a_driver_that_wakes_for_batches() {
+        let mut endpoint = endpoint(2, 1e9);
+        let rate_bps = 100e6;
+        endpoint.peers[1].timely = Timely::new(RateControl::default(), rate_bps);
+        send(&mut endpoint, 1, 0, 10_000);
+        let mut buf = [0u8; 2048];
+        let (mut now, mut sent) = (0, 0);
+        let window_ns = 100_000_000;
+        while now <= window_ns {
+            while endpoint.poll_transmit(now, &mut buf).is_some() {
+                sent += 1;
+            }
+            now = endpoint.next_timeout().expect("data waits");
+        }
+        let bytes = (sent * endpoint.frame_bytes()) as f64;
+        let rate_bytes = rate_bps / 8.0 * window_ns as f64 / 1e9;
+        assert!(bytes >= rate_bytes * 0.95, "{bytes} of {rate_bytes}");
+        assert!(bytes <= rate_bytes * 1.05, "{bytes} of {rate_bytes}");
     }
 
     /// RTT samples are timed from when a packet starts to leave the NIC: what a late

@@ -50,6 +50,16 @@ impl Endpoint {
             self.counters.link.late_ns += (spilled * 8e9 / self.config.line_bps) as u64;
         }
         if !has_tokens {
+            // Peers whose sends ran out leave the rotation (and rest) now, not when the
+            // link next has tokens: a pause then reads as idle and ends with one batch.
+            for _ in 0..self.rotation.len() {
+                let peer_rank = self.rotation.pop_front()?;
+                if self.next_send(peer_rank).is_some() {
+                    self.rotation.push_back(peer_rank);
+                } else {
+                    self.peers[usize::from(peer_rank)].resting = true;
+                }
+            }
             self.activity = if self.rotation.is_empty() {
                 Activity::Idle
             } else {
@@ -59,24 +69,12 @@ impl Endpoint {
         }
         for _ in 0..self.rotation.len() {
             let peer_rank = self.rotation.pop_front()?;
-            let peer = &mut self.peers[usize::from(peer_rank)];
-            // Sends without data (stopped, or waiting for a probe's answer) leave the
-            // queue; `activate` puts them back.
-            while let Some(&(_, id)) = peer.queue.front() {
-                if self
-                    .sends
-                    .get(&(peer_rank, id))
-                    .is_some_and(Outgoing::has_data)
-                {
-                    break;
-                }
-                peer.queue.pop_front();
-            }
-            let Some(&(_, id)) = peer.queue.front() else {
-                peer.resting = true;
+            let Some(id) = self.next_send(peer_rank) else {
+                self.peers[usize::from(peer_rank)].resting = true;
                 continue;
             };
             self.rotation.push_back(peer_rank);
+            let peer = &mut self.peers[usize::from(peer_rank)];
             if std::mem::take(&mut peer.resting) {
                 peer.pacer.rest(now, peer.timely.rate_bps(), frame);
             }
@@ -93,6 +91,24 @@ impl Endpoint {
         } else {
             Activity::RateLimited
         };
+        None
+    }
+
+    /// The oldest send to `peer_rank` with data to send. Sends without data (stopped,
+    /// or waiting for a probe's answer) leave the peer's queue; `activate` puts them
+    /// back.
+    fn next_send(&mut self, peer_rank: u16) -> Option<MessageId> {
+        let peer = &mut self.peers[usize::from(peer_rank)];
+        while let Some(&(_, id)) = peer.queue.front() {
+            if self
+                .sends
+                .get(&(peer_rank, id))
+                .is_some_and(Outgoing::has_data)
+            {
+                return Some(id);
+            }
+            peer.queue.pop_front();
+        }
         None
     }
 
@@ -197,10 +213,10 @@ impl Endpoint {
                     .srtt_us()
                     .unwrap_or(PROBE_FLOOR_US)
                     .max(PROBE_SETTLE_US);
-                send.probe_deadline = Some(now + (settle_us * 1_000.0) as u64);
+                send.probe_deadline = Some(departs + (settle_us * 1_000.0) as u64);
             } else {
                 let rto = timely.rto_us(PROBE_FLOOR_US);
-                send.probe_deadline = Some(now + probe_wait_ns(rto, send.unanswered));
+                send.probe_deadline = Some(departs + probe_wait_ns(rto, send.unanswered));
                 send.awaiting_answer = true;
                 self.control.push_back((key.0, Control::Probe(key.1)));
                 self.counters.probes_sent += 1;

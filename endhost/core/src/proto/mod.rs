@@ -65,6 +65,11 @@ pub const IP_UDP_HEADERS: usize = 28;
 /// The Ethernet header, which a link's rate is spent on too.
 const ETHERNET_HEADER: usize = 14;
 
+/// Bytes a data packet of `payload_elems` values takes on the link.
+fn frame_bytes(payload_elems: usize) -> usize {
+    ETHERNET_HEADER + IP_UDP_HEADERS + HEADER_LEN + payload_elems * 4
+}
+
 /// A range of elements of a buffer, and the mask of the buffer's values a loss reached.
 #[derive(Debug, Clone)]
 pub struct Region {
@@ -259,7 +264,7 @@ impl Endpoint {
             link: Pacer::new(now),
             nic: NicQueue::new(Pacer::bucket_ns(
                 config.line_bps,
-                ETHERNET_HEADER + IP_UDP_HEADERS + HEADER_LEN + config.payload_elems() * 4,
+                frame_bytes(config.payload_elems()),
             )),
             next_order: 0,
             early_ready: HashMap::new(),
@@ -854,12 +859,12 @@ mod tests {
         assert!(bytes <= line_bytes * 1.03, "{bytes} of {line_bytes}");
         assert_eq!(endpoint.counters().link.late_ns, 0);
         // Beyond the allowance the line time is lost, and counted.
-        let mut endpoint = super::tests::endpoint(2, line_bps);
-        send(&mut endpoint, 1, 0, 10_000);
-        let sent = drain(&mut endpoint, window_ns, 2_000_000);
-        let bytes = (sent.len() * endpoint.frame_bytes()) as f64;
+        let mut too_late = super::tests::endpoint(2, line_bps);
+        send(&mut too_late, 1, 0, 10_000);
+        let sent = drain(&mut too_late, window_ns, 2_000_000);
+        let bytes = (sent.len() * too_late.frame_bytes()) as f64;
         assert!(bytes < line_bytes * 0.5, "{bytes} of {line_bytes}");
-        assert!(endpoint.counters().link.late_ns > window_ns / 2);
+        assert!(too_late.counters().link.late_ns > window_ns / 2);
     }
 
     /// A flow that had nothing to send starts again with one batch, however long the
@@ -890,17 +895,17 @@ mod tests {
 
         // Peer 1 slowed by its rate control keeps data waiting (the link never idles
         // and its bucket fills); peer 2 sends, pauses 50 ms, and resumes with a batch.
-        let mut endpoint = super::tests::endpoint(3, 1e9);
-        endpoint.peers[1].timely = Timely::new(RateControl::default(), 10e6);
-        send(&mut endpoint, 1, 0, 10_000);
-        send(&mut endpoint, 2, 0, 10);
+        let mut busy = super::tests::endpoint(3, 1e9);
+        busy.peers[1].timely = Timely::new(RateControl::default(), 10e6);
+        send(&mut busy, 1, 0, 10_000);
+        send(&mut busy, 2, 0, 10);
         let mut now = 0;
         while now <= 51_000_000 {
-            burst(&mut endpoint, now);
+            burst(&mut busy, now);
             now += 1_000_000;
         }
-        send(&mut endpoint, 2, 1, 200);
-        assert_eq!(burst(&mut endpoint, now)[2], PACING_BATCH);
+        send(&mut busy, 2, 1, 200);
+        assert_eq!(burst(&mut busy, now)[2], PACING_BATCH);
     }
 
     /// A peer slowed far below the line rate still gets its rate: its bucket holds the

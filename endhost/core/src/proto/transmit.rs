@@ -126,7 +126,7 @@ impl Endpoint {
 
     /// Bytes a full data packet takes on the link.
     pub(super) fn frame_bytes(&self) -> usize {
-        ETHERNET_HEADER + IP_UDP_HEADERS + HEADER_LEN + self.payload_elems * 4
+        frame_bytes(self.payload_elems)
     }
 
     fn emit_data(&mut self, now: u64, key: (u16, MessageId), buf: &mut [u8]) -> Transmit {

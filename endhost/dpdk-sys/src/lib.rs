@@ -152,6 +152,7 @@ unsafe extern "C" {
     pub fn shim_mbuf_append(m: *mut rte_mbuf, len: u16) -> *mut u8;
     pub fn shim_mbuf_keep(m: *mut rte_mbuf, len: u16);
     pub fn shim_mbuf_segments(m: *const rte_mbuf) -> u16;
+    pub fn shim_mbuf_prefetch(m: *const rte_mbuf);
     pub fn shim_ring_enqueue_burst(r: *mut rte_ring, objs: *mut *mut rte_mbuf, n: c_uint)
     -> c_uint;
     pub fn shim_ring_dequeue_burst(r: *mut rte_ring, objs: *mut *mut rte_mbuf, n: c_uint)

@@ -126,14 +126,15 @@ impl InlineRx {
             return 0;
         }
         let mut delivered = 0;
-        for &m in mbufs.iter() {
-            // SAFETY: a received mbuf this thread owns until it is freed below.
-            let Some((datagram, frame)) = (unsafe { self.check.accept(m) }) else {
-                continue;
-            };
-            deliver(datagram.src, datagram.tos, &frame[datagram.payload]);
-            delivered += 1;
-        }
+        // SAFETY: received mbufs this thread owns until they are freed below.
+        unsafe {
+            super::each_prefetched(mbufs, |m| {
+                if let Some((datagram, frame)) = self.check.accept(m) {
+                    deliver(datagram.src, datagram.tos, &frame[datagram.payload]);
+                    delivered += 1;
+                }
+            })
+        };
         self.check
             .shared
             .rx

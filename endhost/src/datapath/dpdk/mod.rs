@@ -53,6 +53,9 @@ const RX_BUDGET: usize = 1024;
 const TX_PATIENCE: Duration = Duration::from_millis(200);
 /// Per-lcore mempool cache.
 const POOL_CACHE: u32 = 256;
+/// Frames ahead of the one being read whose first cache line is asked for meanwhile
+/// (DPDK's l3fwd example looks 3 ahead too): its headers are in the cache by its turn.
+const PREFETCH_AHEAD: usize = 3;
 /// Empty polls (inline: rounds of polls over every queue) before an idle poller starts
 /// sleeping `rx_idle_sleep_us` between them.
 const SPINS_BEFORE_SLEEP: u32 = 64;
@@ -154,20 +157,22 @@ unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
         idle = 0;
         counters.frames.fetch_add(n as u64, Ordering::Relaxed);
         let (mut kept, mut dropped) = (0, 0);
-        for &m in &burst[..n] {
-            // SAFETY: a received mbuf, ours until handed on or freed.
-            if let Some((datagram, _)) = unsafe { rx.check.accept(m) } {
-                // The headers stay (the source is read from them again); Ethernet
-                // padding goes.
-                // SAFETY: the payload lies within the first segment, as parse checked.
-                unsafe { sys::shim_mbuf_keep(m, datagram.payload.end as u16) };
-                keep[kept] = m;
-                kept += 1;
-            } else {
-                drop[dropped] = m;
-                dropped += 1;
-            }
-        }
+        // SAFETY: received mbufs, ours until handed on or freed.
+        unsafe {
+            each_prefetched(&burst[..n], |m| {
+                if let Some((datagram, _)) = rx.check.accept(m) {
+                    // The headers stay (the source is read from them again); Ethernet
+                    // padding goes. The payload lies within the first segment, as
+                    // parse checked.
+                    sys::shim_mbuf_keep(m, datagram.payload.end as u16);
+                    keep[kept] = m;
+                    kept += 1;
+                } else {
+                    drop[dropped] = m;
+                    dropped += 1;
+                }
+            })
+        };
         if kept > 0 {
             // SAFETY: this lcore is the ring's only producer.
             let queued =
@@ -195,6 +200,25 @@ unsafe extern "C" fn rx_lcore(arg: *mut c_void) -> c_int {
         }
     }
     0
+}
+
+/// Calls `each` on the mbufs in order, each one's first cache line asked for
+/// [`PREFETCH_AHEAD`] frames before its turn.
+///
+/// # Safety
+/// Every mbuf is valid and the caller's for the whole call.
+unsafe fn each_prefetched(mbufs: &[*mut sys::rte_mbuf], mut each: impl FnMut(*mut sys::rte_mbuf)) {
+    for &m in mbufs.iter().take(PREFETCH_AHEAD) {
+        // SAFETY: per the contract; a prefetch only reads the mbuf's header.
+        unsafe { sys::shim_mbuf_prefetch(m) };
+    }
+    for (i, &m) in mbufs.iter().enumerate() {
+        if let Some(&ahead) = mbufs.get(i + PREFETCH_AHEAD) {
+            // SAFETY: as above.
+            unsafe { sys::shim_mbuf_prefetch(ahead) };
+        }
+        each(m);
+    }
 }
 
 impl Checker {
@@ -483,18 +507,18 @@ impl Datapath for DpdkDatapath {
                 let n = unsafe {
                     sys::shim_ring_dequeue_burst(lcore.queue.ring, burst.as_mut_ptr(), BURST as u32)
                 } as usize;
-                for &m in &burst[..n] {
-                    let mut len = 0u16;
-                    // SAFETY: a single-segment mbuf the RX lcore checked and trimmed to
-                    // the end of its datagram.
-                    let frame = unsafe {
+                // SAFETY: single-segment mbufs the RX lcore checked and trimmed to the
+                // end of their datagrams, ours until freed below.
+                unsafe {
+                    each_prefetched(&burst[..n], |m| {
+                        let mut len = 0u16;
                         let data = sys::shim_mbuf_data(m, &mut len);
-                        std::slice::from_raw_parts(data, usize::from(len))
-                    };
-                    if let Some((source, tos, payload)) = frame::accepted(frame) {
-                        deliver(source, tos, payload);
-                    }
-                }
+                        let frame = std::slice::from_raw_parts(data, usize::from(len));
+                        if let Some((source, tos, payload)) = frame::accepted(frame) {
+                            deliver(source, tos, payload);
+                        }
+                    })
+                };
                 if n > 0 {
                     // SAFETY: delivered; nothing refers to them any more.
                     unsafe { sys::rte_pktmbuf_free_bulk(burst.as_mut_ptr(), n as u32) };

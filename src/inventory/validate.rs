@@ -82,8 +82,9 @@ pub fn validate(path: &Path, s: Sections, report: &mut Reporter) -> Option<Inven
             .collect(),
     );
     v.unique_device_names(&s.switches, &s.hosts);
-    let switches = v.switches(&s.switches, &racks, &default_mgmt, &reserved);
-    let hosts = v.hosts(&s.hosts, &racks, &default_mgmt);
+    let named_racks = Racks::of(&racks);
+    let switches = v.switches(&s.switches, &named_racks, &default_mgmt, &reserved);
+    let hosts = v.hosts(&s.hosts, &named_racks, &default_mgmt);
     v.unique_mgmt(&switches, &hosts);
     let rack_leaves = v.rack_leaves(&racks, &switches);
     let (uplinks, downlinks) = v.links(&s.links, &switches, &hosts);
@@ -121,6 +122,23 @@ pub fn validate(path: &Path, s: Sections, report: &mut Reporter) -> Option<Inven
 
 /// An entry that validated, with the span of its name for later messages.
 type Named<T> = (Span, T);
+
+/// The racks that validated, and their indices by name (the first of a name; a
+/// duplicate is reported where it is defined): every switch and host names its rack.
+struct Racks<'a> {
+    list: &'a [Named<Rack>],
+    by_name: HashMap<&'a str, usize>,
+}
+
+impl<'a> Racks<'a> {
+    fn of(list: &'a [Named<Rack>]) -> Racks<'a> {
+        let mut by_name = HashMap::with_capacity(list.len());
+        for (i, (_, rack)) in list.iter().enumerate().rev() {
+            by_name.insert(rack.name.as_str(), i);
+        }
+        Racks { list, by_name }
+    }
+}
 
 struct Validator<'r> {
     report: &'r mut Reporter,

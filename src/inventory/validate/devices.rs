@@ -204,12 +204,8 @@ impl Validator<'_> {
         })
     }
 
-    pub(super) fn rack_index(
-        &mut self,
-        name: &Spanned<String>,
-        racks: &[Named<Rack>],
-    ) -> Option<usize> {
-        if let Some(i) = racks.iter().position(|(_, r)| r.name == **name) {
+    pub(super) fn rack_index(&mut self, name: &Spanned<String>, racks: &Racks) -> Option<usize> {
+        if let Some(&i) = racks.by_name.get(name.as_str()) {
             return Some(i);
         }
         if !self.broken.contains(name.as_str()) {
@@ -224,7 +220,7 @@ impl Validator<'_> {
     pub(super) fn switches(
         &mut self,
         items: &[Item<raw::Switch>],
-        racks: &[Named<Rack>],
+        racks: &Racks,
         defaults: &raw::Mgmt,
         reserved: &Reserved,
     ) -> Vec<Named<Switch>> {
@@ -361,7 +357,7 @@ impl Validator<'_> {
     pub(super) fn hosts(
         &mut self,
         items: &[Item<raw::Host>],
-        racks: &[Named<Rack>],
+        racks: &Racks,
         defaults: &raw::Mgmt,
     ) -> Vec<Named<Host>> {
         let mut hosts = Vec::new();
@@ -378,7 +374,7 @@ impl Validator<'_> {
             let ip = self.ipv4(&h.nic.ip);
             if let Some(ip) = ip {
                 self.claim_ip(ip, &owner, h.nic.ip.span());
-                if let Some((_, rack)) = rack.map(|r| &racks[r])
+                if let Some((_, rack)) = rack.map(|r| &racks.list[r])
                     && !is_host_address(rack.subnet, ip)
                 {
                     let msg = format!(

@@ -3,6 +3,36 @@
 
 use super::*;
 
+/// The devices by name and each switch's ports by name (the first of a name, as a
+/// duplicate is reported elsewhere): a lookup per link end, not a search.
+pub(super) struct Names<'a> {
+    devices: HashMap<&'a str, Device>,
+    ports: Vec<HashMap<&'a str, usize>>,
+}
+
+impl<'a> Names<'a> {
+    fn of(switches: &'a [Named<Switch>], hosts: &'a [Named<Host>]) -> Names<'a> {
+        let mut devices: HashMap<&str, Device> = HashMap::new();
+        for (i, (_, h)) in hosts.iter().enumerate().rev() {
+            devices.insert(&h.name, Device::Host(i));
+        }
+        for (i, (_, s)) in switches.iter().enumerate().rev() {
+            devices.insert(&s.name, Device::Switch(i));
+        }
+        let ports = switches
+            .iter()
+            .map(|(_, s)| {
+                let mut ports = HashMap::with_capacity(s.ports.len());
+                for (i, p) in s.ports.iter().enumerate().rev() {
+                    ports.insert(p.name.as_str(), i);
+                }
+                ports
+            })
+            .collect();
+        Names { devices, ports }
+    }
+}
+
 impl Validator<'_> {
     pub(super) fn links(
         &mut self,
@@ -10,13 +40,7 @@ impl Validator<'_> {
         switches: &[Named<Switch>],
         hosts: &[Named<Host>],
     ) -> (Vec<Uplink>, Vec<Downlink>) {
-        let mut names: HashMap<&str, Device> = HashMap::new();
-        for (i, (_, h)) in hosts.iter().enumerate().rev() {
-            names.insert(&h.name, Device::Host(i));
-        }
-        for (i, (_, s)) in switches.iter().enumerate().rev() {
-            names.insert(&s.name, Device::Switch(i));
-        }
+        let names = Names::of(switches, hosts);
         let mut uplinks = Vec::new();
         let mut downlinks = Vec::new();
         let mut used: HashMap<String, usize> = HashMap::new();
@@ -94,7 +118,7 @@ impl Validator<'_> {
     pub(super) fn link_end(
         &mut self,
         end: &Spanned<String>,
-        names: &HashMap<&str, Device>,
+        names: &Names,
         switches: &[Named<Switch>],
         hosts: &[Named<Host>],
         used: &mut HashMap<String, usize>,
@@ -104,7 +128,7 @@ impl Validator<'_> {
             self.error(end.span(), msg);
             return None;
         };
-        let Some(device) = names.get(node).copied() else {
+        let Some(device) = names.devices.get(node).copied() else {
             if !self.broken.contains(node) {
                 let msg = format!("link end `{}`: no switch or host is named `{node}`", **end);
                 self.error(end.span(), msg);
@@ -114,8 +138,8 @@ impl Validator<'_> {
         let resolved = match device {
             Device::Switch(s) => {
                 let sw = &switches[s].1;
-                match sw.ports.iter().position(|p| p.name == port) {
-                    Some(p) => (Device::Switch(s), p),
+                match names.ports[s].get(port) {
+                    Some(&p) => (Device::Switch(s), p),
                     None => {
                         let defined: Vec<&str> = sw.ports.iter().map(|p| p.name.as_str()).collect();
                         let msg = format!(

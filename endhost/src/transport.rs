@@ -72,6 +72,24 @@ pub struct Transport {
     next_handle: u64,
 }
 
+/// The job's size and this host's rank as the wire carries them (16 bits each), or why
+/// `world`, `rank` and the `peers` listed do not make a job that fits it.
+fn job_shape(world: u32, rank: u32, peers: usize) -> Result<(u16, u16), String> {
+    let world16 = u16::try_from(world).map_err(|_| {
+        format!(
+            "a job of {world} ranks: ranks are 16-bit on the wire, so a job has at most {}",
+            u16::MAX
+        )
+    })?;
+    if peers + 1 != usize::from(world16) || rank >= world {
+        return Err(format!(
+            "rank {rank} with {peers} peers does not make a job of {world}"
+        ));
+    }
+    // Below `world`, which fits.
+    Ok((world16, rank as u16))
+}
+
 /// How long shutting down waits for the last control frames to be written.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -120,16 +138,9 @@ impl Transport {
         config: TransportConfig,
         options: Options,
     ) -> Result<Transport, TransportError> {
-        let world = config.job.world_size as usize;
-        let rank = config.rank as usize;
-        if config.peers.len() + 1 != world || rank >= world {
-            return Err(TransportError::Config(format!(
-                "rank {rank} with {} peers does not make a job of {world}",
-                config.peers.len()
-            )));
-        }
-        let rank16 =
-            u16::try_from(rank).map_err(|_| TransportError::Config("rank above 65535".into()))?;
+        let (world16, rank16) = job_shape(config.job.world_size, config.rank, config.peers.len())
+            .map_err(TransportError::Config)?;
+        let (world, rank) = (usize::from(world16), usize::from(rank16));
         let ports = config.job.ports;
         let mut control_addresses = vec![SocketAddrV4::new(config.local.ip, ports.control); world];
         let mut paths = vec![Vec::new(); world];
@@ -187,7 +198,7 @@ impl Transport {
         let endpoint_config = EndpointConfig {
             job: config.job.job_id,
             rank: rank16,
-            world: world as u16,
+            world: world16,
             mtu: config.job.mtu,
             rate: config.job.rate_control,
             line_bps: config.local.line_rate_mbps as f64 * 1e6,
@@ -464,4 +475,22 @@ fn random_seed() -> u32 {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u32(std::process::id());
     hasher.finish() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_shape;
+
+    #[test]
+    fn a_job_is_its_peers_and_this_rank_within_sixteen_bits() {
+        assert_eq!(job_shape(4, 3, 3), Ok((4, 3)));
+        assert_eq!(job_shape(65_535, 65_534, 65_534), Ok((65_535, 65_534)));
+        // A world of 65,536 would carry as 0, and 70,000 as 4,464.
+        for world in [65_536, 70_000] {
+            let refused = job_shape(world, 0, world as usize - 1).unwrap_err();
+            assert!(refused.contains("at most 65535"), "{refused}");
+        }
+        assert!(job_shape(4, 4, 3).is_err(), "a rank outside the job");
+        assert!(job_shape(4, 0, 2).is_err(), "a peer missing");
+    }
 }

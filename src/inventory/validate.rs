@@ -44,6 +44,8 @@ use links::Reserved;
 /// The largest switch buffer (1 TiB; real ones hold tens of MB): thresholds and their
 /// sums stay far from overflow.
 const MAX_BUFFER_BYTES: u64 = 1 << 40;
+/// The most hosts a job has: the transport carries ranks and the job's size in 16 bits.
+const MAX_HOSTS: usize = u16::MAX as usize;
 /// Largest queue count a switch may declare (and so the most priorities a plan uses).
 const MAX_QUEUES: u64 = 16;
 /// When the inventory does not say, use at most this many queues (the usual 8).
@@ -158,4 +160,67 @@ struct Validator<'r> {
 enum Device {
     Switch(usize),
     Host(usize),
+}
+
+#[cfg(test)]
+mod tests {
+    use marked_yaml::{Marker, Span, Spanned};
+
+    use super::*;
+    use crate::diag::Reporter;
+
+    /// A host entry on `line`.
+    fn host(line: usize) -> Item<raw::Host> {
+        let at = Span::new_start(Marker::new(0, 0, line, 5));
+        let text = |s: String| Spanned::new(at, s);
+        Item {
+            span: at,
+            value: raw::Host {
+                name: text(format!("h{line}")),
+                rack: text("r1".into()),
+                mgmt: None,
+                nic: raw::Nic {
+                    name: text("eth0".into()),
+                    pci: text("0000:3b:00.0".into()),
+                    mac: text(format!("02:00:00:{:02x}:{:02x}:00", line >> 8, line & 255)),
+                    ip: text("10.0.0.11".into()),
+                },
+                cores: vec![Spanned::new(at, 2)],
+            },
+        }
+    }
+
+    #[test]
+    fn a_job_of_more_hosts_than_the_transports_ranks_is_refused_at_the_first_one_over() {
+        let over = |hosts: usize| {
+            let mut report = Reporter::default();
+            report.add_source(Path::new("huge.yaml"));
+            let mut v = Validator {
+                report: &mut report,
+                broken: HashSet::new(),
+                failed: HashSet::new(),
+                base_dir: PathBuf::new(),
+                ips: HashMap::new(),
+                macs: HashMap::new(),
+            };
+            let items: Vec<Item<raw::Host>> = (1..=hosts).map(host).collect();
+            v.host_count(&items);
+            report
+                .finish()
+                .0
+                .into_iter()
+                .map(|d| (d.line, d.message))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(over(MAX_HOSTS), []);
+        assert_eq!(
+            over(MAX_HOSTS + 1),
+            [(
+                MAX_HOSTS + 1,
+                "host h65536 is one too many: a job has at most 65535 hosts (the transport \
+                 carries ranks in 16 bits)"
+                    .to_string()
+            )]
+        );
+    }
 }

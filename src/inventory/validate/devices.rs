@@ -360,6 +360,7 @@ impl Validator<'_> {
         racks: &Racks,
         defaults: &raw::Mgmt,
     ) -> Vec<Named<Host>> {
+        self.host_count(items);
         let mut hosts = Vec::new();
         for item in items {
             let h = &item.value;
@@ -416,6 +417,18 @@ impl Validator<'_> {
             ));
         }
         hosts
+    }
+
+    /// Refuses the first host over [`MAX_HOSTS`].
+    pub(super) fn host_count(&mut self, items: &[Item<raw::Host>]) {
+        if let Some(over) = items.get(MAX_HOSTS) {
+            let msg = format!(
+                "host {} is one too many: a job has at most {MAX_HOSTS} hosts (the transport \
+                 carries ranks in 16 bits)",
+                *over.value.name
+            );
+            self.error(over.value.name.span(), msg);
+        }
     }
 
     pub(super) fn cores(

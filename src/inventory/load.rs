@@ -14,7 +14,7 @@ use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::Marker as YamlMarker;
 
 use super::raw::{self, Item, Sections};
-use super::{Inventory, parts, validate};
+use super::{Inventory, events, parts, validate};
 use crate::diag::{Diagnostics, Reporter, start_of};
 
 /// The largest inventory (or file it names) read; a 2,048-host fabric is about 1 MB.
@@ -64,7 +64,7 @@ fn load_in_parts(path: &Path, text: &str, parts: usize) -> Result<Inventory, Loa
     let mut report = Reporter::default();
     let source = report.add_source(path);
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let read = match parts::read_each(source, text, parts, &read_part) {
+    let read = match parts::read_each(source, text, parts, &read_part, Some(&read_lists)) {
         Ok(read) => read,
         Err(e) => {
             report_syntax_error(&mut report, &e);
@@ -171,6 +171,17 @@ impl<T> Default for Entries<T> {
     }
 }
 
+impl<T> Entries<T> {
+    /// Entries that all deserialized.
+    fn read(items: Vec<Item<T>>) -> Self {
+        Entries {
+            count: items.len(),
+            items,
+            unread: Vec::new(),
+        }
+    }
+}
+
 /// An entry that did not deserialize.
 struct Unread {
     mark: Marker,
@@ -241,6 +252,27 @@ fn read_part(root: &Node, continues: bool) -> PartRead {
         ));
     }
     part
+}
+
+/// Reads a part of list entries only from its events ([`events`]), as [`read_part`]
+/// would read its tree: its top-level keys, and what it holds.
+fn read_lists(
+    source: usize,
+    text: &str,
+    continues: Option<&str>,
+) -> Option<(Vec<String>, PartRead)> {
+    let lists = events::read_lists(source, text, continues)?;
+    let own = lists.keys[usize::from(continues.is_some())..].to_vec();
+    let part = PartRead {
+        top: Some(lists.top),
+        keys: own,
+        racks: Entries::read(lists.racks),
+        switches: Entries::read(lists.switches),
+        hosts: Entries::read(lists.hosts),
+        links: Entries::read(lists.links),
+        ..PartRead::default()
+    };
+    Some((lists.keys, part))
 }
 
 /// The parts' sections as one, every problem reported.
@@ -540,7 +572,7 @@ mod tests {
     fn an_inventory_read_in_parts_is_the_inventory_read_whole() {
         let text = large_fabric();
         let path = Path::new("fabric.yaml");
-        let counted = parts::read_each(0, &text, 16, &|_, _| ()).unwrap();
+        let counted = parts::read_each(0, &text, 16, &|_, _| (), None).unwrap();
         assert!(counted.len() >= 8, "{} parts", counted.len());
         let plan = |parts| {
             serde_json::to_string(&Plan::build(&load_in_parts(path, &text, parts).unwrap()))
@@ -595,6 +627,79 @@ mod tests {
         );
         for parts in [2, 5, 16] {
             assert_eq!(problems(&text, parts), whole, "{parts} parts");
+        }
+    }
+
+    /// Every list entry with its span, as the reading of `text` in `parts` parts gives
+    /// them, and how many parts were read from their events.
+    fn entries_read(text: &str, parts: usize, events: bool) -> (String, usize) {
+        let from_events = std::sync::atomic::AtomicUsize::new(0);
+        let counted = |source: usize, part: &str, continues: Option<&str>| {
+            let read = read_lists(source, part, continues)?;
+            from_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Some(read)
+        };
+        let lists: Option<parts::ReadLists<PartRead>> = if events { Some(&counted) } else { None };
+        let read = parts::read_each(0, text, parts, &read_part, lists).unwrap();
+        let mut report = Reporter::default();
+        report.add_source(Path::new("fabric.yaml"));
+        let sections = join_parts(read, &mut report);
+        assert!(report.finish().is_empty());
+        let shown = format!(
+            "{:?}\n{:?}\n{:?}\n{:?}",
+            sections.racks, sections.switches, sections.hosts, sections.links
+        );
+        (shown, from_events.into_inner())
+    }
+
+    #[test]
+    fn parts_of_list_entries_read_from_their_events_as_from_their_trees() {
+        let hosts_at = |text: &str, name: &str| text.find(&format!("  - name: {name}\n")).unwrap();
+        let mut text = large_fabric();
+        // Styles the generator does not write: a comment, quoted and block values, a
+        // number quoted or signed, a host whose key is a mapping (a span the events
+        // reader leaves to the tree), a link written in block style.
+        let at = hosts_at(&text, "h700");
+        text.insert_str(at, "  # the next rack\n");
+        text = text
+            .replacen(
+                "    cores: [2, 3, 4, 5, 6]\n  - name: h900\n",
+                "    cores:\n      - 2\n      - \"3\"\n  - name: h900\n",
+                1,
+            )
+            .replacen("buffer_bytes: 33554432", "buffer_bytes: \"33554432\"", 1)
+            .replacen("queues: 8", "queues: +8", 1)
+            .replacen(
+                "  - name: h1800\n    rack: r113\n    mgmt: {address: 10.250.",
+                "  - name: h1800\n    rack: r113\n    mgmt: {key: {agent: true}, address: 10.250.",
+                1,
+            );
+        let last = text.rfind("\n  - [").unwrap() + 1;
+        let line_end = last + text[last..].find('\n').unwrap();
+        let ends: Vec<String> = text[last + 5..line_end - 1]
+            .split(", ")
+            .map(|end| format!("    - '{end}'\n"))
+            .collect();
+        text.replace_range(last..=line_end, &format!("  -\n{}", ends.concat()));
+        for written in [
+            "# the next rack",
+            "      - \"3\"\n",
+            "buffer_bytes: \"33554432\"",
+            "queues: +8",
+            "mgmt: {key: {agent: true}",
+            "  -\n    - '",
+        ] {
+            assert!(text.contains(written), "{written}");
+        }
+        for parts in [2, 5, 16] {
+            let (from_trees, none) = entries_read(&text, parts, false);
+            let (from_events, some) = entries_read(&text, parts, true);
+            assert_eq!(none, 0);
+            assert!(
+                some >= parts / 2,
+                "{parts} parts: {some} read from their events"
+            );
+            assert!(from_events == from_trees, "{parts} parts");
         }
     }
 

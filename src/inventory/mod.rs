@@ -7,6 +7,7 @@
 //! profile fits every switch.
 
 pub mod addressing;
+mod events;
 mod layers;
 mod load;
 mod parts;

@@ -2,8 +2,10 @@
 //! (and freed) as soon as it is parsed, with every node's line and column.
 //!
 //! The YAML parser runs on one thread at ~8 MB/s, and its tree of a 16,384-host
-//! inventory (5.7 MB) takes 165 MB. The text is cut where a line starts a top-level key
-//! or an entry of a top-level list, about evenly, into a few parts per thread; each part
+//! inventory (5.7 MB) takes 165 MB. The text is cut at every line that starts a
+//! top-level key, and where a line starts an entry of a top-level list, about evenly,
+//! into a few parts per thread; a part of list entries only may be read without a tree
+//! ([`ReadLists`]); each part
 //! is parsed with a newline for every line before it (so lines and columns are those of
 //! the whole file; character positions are not, and nothing reports them), a part that
 //! continues a list with the list's key on the line above its first entry. The reader
@@ -18,6 +20,12 @@
 
 use marked_yaml::{LoadError, LoaderOptions, Node};
 use rayon::prelude::*;
+
+/// Reads a part without its tree when it holds list entries only: given the source,
+/// the part's text (padded as for its tree) and the key of the list it continues, its
+/// top-level keys and what `read` would give for its tree; None leaves it to the tree.
+pub type ReadLists<'a, R> =
+    &'a (dyn Fn(usize, &str, Option<&str>) -> Option<(Vec<String>, R)> + Sync);
 
 /// Below this, the whole text is parsed on one thread: splitting would not pay.
 const PARALLEL_FROM_BYTES: usize = 512 << 10;
@@ -47,12 +55,13 @@ pub fn read_each<R: Send>(
     text: &str,
     parts: usize,
     read: &(dyn Fn(&Node, bool) -> R + Sync),
+    lists: Option<ReadLists<R>>,
 ) -> Result<Vec<R>, LoadError> {
     if text.len() >= PARALLEL_FROM_BYTES
         && parts > 1
         && let Some(cuts) = cuts(text, parts)
         && padding(text, &cuts) <= text.len()
-        && let Some(read) = read_parts(source, text, &cuts, read)
+        && let Some(read) = read_parts(source, text, &cuts, read, lists)
     {
         return Ok(read);
     }
@@ -138,6 +147,9 @@ fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
             Some(_) => {}
         }
     }
+    // Every section starts a part too, so a small section (fabric, training) is parsed
+    // alone and the lists' parts hold entries only (read without a tree: `ReadLists`).
+    let sections = candidates.iter().copied().filter(|c| c.continues.is_none());
     let mut cuts: Vec<Cut> = (1..parts)
         .filter_map(|i| {
             let target = text.len() * i / parts;
@@ -146,7 +158,9 @@ fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
                 .copied()
                 .min_by_key(|c| c.at.abs_diff(target))
         })
+        .chain(sections)
         .collect();
+    cuts.sort_by_key(|c| c.at);
     cuts.dedup();
     (!cuts.is_empty()).then_some(cuts)
 }
@@ -174,9 +188,9 @@ fn plain_key(line: &str) -> Option<&str> {
     plain.then(|| &line[..name_end])
 }
 
-/// The tree of the part of `text` that begins at `cut` and ends at `end`, with the
-/// lines and columns of the whole text; None if it does not parse.
-fn parse_part(source: usize, text: &str, cut: &Cut, end: usize) -> Option<Node> {
+/// The part of `text` that begins at `cut` and ends at `end`, padded to be parsed alone
+/// with the lines and columns of the whole text.
+fn padded_part(text: &str, cut: &Cut, end: usize) -> String {
     let lines_before = text.as_bytes()[..cut.at].iter().filter(|b| **b == b'\n');
     let mut part = "\n".repeat(lines_before.count());
     if let Some(key) = cut.continues {
@@ -186,7 +200,7 @@ fn parse_part(source: usize, text: &str, cut: &Cut, end: usize) -> Option<Node> 
         part.push_str(":\n");
     }
     part.push_str(&text[cut.at..end]);
-    marked_yaml::parse_yaml_with_options(source, part, options()).ok()
+    part
 }
 
 /// A part's top-level keys, and whether the last holds a list (which the next part may
@@ -245,13 +259,25 @@ fn read_parts<R: Send>(
     text: &str,
     cuts: &[Cut],
     read: &(dyn Fn(&Node, bool) -> R + Sync),
+    lists: Option<ReadLists<R>>,
 ) -> Option<Vec<R>> {
     let parts = spans(text, cuts);
     let read: Vec<(Keys, R)> = parts
         .par_iter()
         .with_max_len(1)
         .map(|&(cut, end)| {
-            let root = parse_part(source, text, cut, end)?;
+            let part = padded_part(text, cut, end);
+            if let Some((names, read)) = lists.and_then(|lists| lists(source, &part, cut.continues))
+            {
+                return Some((
+                    Keys {
+                        names,
+                        ends_in_list: true,
+                    },
+                    read,
+                ));
+            }
+            let root = marked_yaml::parse_yaml_with_options(source, part, options()).ok()?;
             let keys = top_keys(&root, cut)?;
             // The part's tree is freed here, before this thread parses another.
             Some((keys, read(&root, cut.continues.is_some())))
@@ -288,7 +314,13 @@ mod tests {
     /// from the first part's start to the last's end.
     fn in_parts(text: &str, parts: usize) -> Option<Node> {
         let cuts = cuts(text, parts)?;
-        let trees = read_parts(0, text, &cuts, &|root, continues| (root.clone(), continues))?;
+        let trees = read_parts(
+            0,
+            text,
+            &cuts,
+            &|root, continues| (root.clone(), continues),
+            None,
+        )?;
         let mut trees = trees.into_iter();
         let (Node::Mapping(mut whole), false) = trees.next()? else {
             return None;
@@ -401,7 +433,7 @@ mod tests {
         // `read_each` then gives what the whole parse gives: its error.
         let twice = format!("a: 1\nb: \"{}\"\na: 3\n", "x".repeat(PARALLEL_FROM_BYTES));
         let (Err(split), Err(alone)) = (
-            read_each(0, &twice, 3, &|_, _| ()),
+            read_each(0, &twice, 3, &|_, _| (), None),
             marked_yaml::parse_yaml_with_options(0, twice.as_str(), options()),
         ) else {
             panic!("a duplicate key is an error");

@@ -220,6 +220,7 @@ pub struct Threshold {
 }
 
 /// A list element that deserialized, with the span of its whole entry.
+#[derive(Debug)]
 pub struct Item<T> {
     pub span: Span,
     pub value: T,

@@ -120,7 +120,8 @@ pub fn read_lists(source: usize, text: &str, continues: Option<&str>) -> Option<
             return None;
         }
     }
-    Some(lists)
+    // A part holds at least its first list (an empty mapping is not a part of lists).
+    (!lists.keys.is_empty()).then_some(lists)
 }
 
 /// A list's entries into `into`; None if it is not a non-empty list of entries that

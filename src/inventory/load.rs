@@ -692,14 +692,109 @@ mod tests {
             assert!(text.contains(written), "{written}");
         }
         for parts in [2, 5, 16] {
-            let (from_trees, none) = entries_read(&text, parts, false);
-            let (from_events, some) = entries_read(&text, parts, true);
-            assert_eq!(none, 0);
+            let (from_trees, _) = entries_read(&text, parts, false);
+            let (from_events, read) = entries_read(&text, parts, true);
             assert!(
-                some >= parts / 2,
-                "{parts} parts: {some} read from their events"
+                read >= parts / 2,
+                "{parts} parts: {read} read from their events"
             );
             assert!(from_events == from_trees, "{parts} parts");
+        }
+    }
+
+    /// A part's keys and entries with their spans, as text.
+    fn shown(part: &PartRead) -> String {
+        format!(
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            part.keys,
+            part.top,
+            part.racks.items,
+            part.switches.items,
+            part.hosts.items,
+            part.links.items
+        )
+    }
+
+    /// A part read from its tree, as `read_each` reads it.
+    fn from_tree(text: &str, continues: bool) -> PartRead {
+        let options = marked_yaml::LoaderOptions::default().error_on_duplicate_keys(true);
+        let root = marked_yaml::parse_yaml_with_options(0, text, options).unwrap();
+        read_part(&root, continues)
+    }
+
+    const HOST: &str = "  - {name: h1, rack: r1, mgmt: {address: 10.250.0.1}, \
+        nic: {name: ens1f0, pci: \"0000:3b:00.0\", mac: \"02:00:00:00:00:01\", ip: 10.1.0.11}, \
+        cores: [2, 3]}\n";
+
+    #[test]
+    fn the_events_reader_reads_each_style_as_the_tree_does() {
+        let block_host = "  # a host in block style\n  - name: 'h2'\n    rack: \"r1\"\n    \
+            mgmt:\n      address: 10.250.0.2\n      port: +22\n      user: ~\n    nic:\n      \
+            name: ens1f0\n      pci: 0000:3b:00.0\n      mac: 02:00:00:00:00:02\n      \
+            ip: 10.1.0.12\n    cores:\n      - \"2\"\n      - 3\n";
+        let switch = "switches:\n  - name: leaf1\n    role: leaf\n    vendor: sonic\n    \
+            rack: r1\n    buffer_bytes: 33554432\n    queues: 8\n    ports:\n      \
+            - {name: Ethernet0, speed: 100G}\n      - name: Ethernet4\n        speed: 400G\n        \
+            ip: 172.16.0.0/31\n";
+        let racks = "racks:\n  - {name: r1, subnet: 10.1.0.0/24, \
+            gateway: {ip: 10.1.0.1, mac: \"02:01:00:00:00:00\"}}\n";
+        let links = "links:\n  - [h1:ens1f0, leaf1:Ethernet0]\n  -\n    - 'h2:ens1f0'\n    \
+            - leaf1:Ethernet4\n";
+        let cases = [
+            (
+                format!("{racks}{switch}hosts:\n{HOST}{block_host}{links}"),
+                None,
+            ),
+            (format!("\n\nhosts:\n{block_host}{HOST}"), Some("hosts")),
+            (format!("links:\n  - [a:b, c:d]\n{racks}"), Some("links")),
+        ];
+        for (text, continues) in cases {
+            let events = read_lists(0, &text, continues).map(|(_, part)| part);
+            let events = events.unwrap_or_else(|| panic!("left to the tree:\n{text}"));
+            let tree = from_tree(&text, continues.is_some());
+            let unread = [tree.racks.unread.len(), tree.switches.unread.len()]
+                .into_iter()
+                .chain([tree.hosts.unread.len(), tree.links.unread.len()])
+                .sum::<usize>();
+            assert!(tree.problems.is_empty() && unread == 0, "{text}");
+            assert_eq!(shown(&events), shown(&tree), "{text}");
+        }
+    }
+
+    #[test]
+    fn what_the_events_reader_is_not_sure_of_is_left_to_the_tree() {
+        let host = |with: &str| HOST.replacen("cores: [2, 3]", with, 1);
+        let mgmt = |with: &str| HOST.replacen("mgmt: {address: 10.250.0.1}", with, 1);
+        for (text, continues) in [
+            // A key twice, an anchor, an alias, a tag, a field no entry has.
+            (format!("hosts:\n{}", host("cores: [2], rack: r2")), None),
+            (format!("hosts:\n{}", host("cores: &c [2]")), None),
+            (format!("hosts:\n{HOST}{}", host("cores: *c")), None),
+            (format!("hosts:\n{}", host("cores: !!seq [2]")), None),
+            (
+                format!("hosts:\n{}", host("cores: [2], colour: blue")),
+                None,
+            ),
+            // A mapping in a span, an empty value read as a mapping, a list for text.
+            (
+                format!("hosts:\n{}", mgmt("mgmt: {key: {agent: true}}")),
+                None,
+            ),
+            (format!("hosts:\n{}", mgmt("mgmt: ")), None),
+            (
+                format!("hosts:\n{}", HOST.replacen("rack: r1", "rack: [r1]", 1)),
+                None,
+            ),
+            // Another section, a list twice, an empty list, another list continued,
+            // an empty mapping, a second document.
+            (format!("hosts:\n{HOST}fabric: {{name: x}}\n"), None),
+            (format!("hosts:\n{HOST}hosts:\n{HOST}"), None),
+            ("hosts: []\n".to_string(), None),
+            (format!("hosts:\n{HOST}"), Some("links")),
+            ("{}\n".to_string(), Some("hosts")),
+            (format!("hosts:\n{HOST}---\nhosts:\n{HOST}"), None),
+        ] {
+            assert!(read_lists(0, &text, continues).is_none(), "{text}");
         }
     }
 

@@ -107,6 +107,9 @@ fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
     // The top-level key above, and the column of its list's entries once seen (None:
     // not yet; Some(None): its value is not a block list).
     let mut section: Option<(&str, Option<Option<usize>>)> = None;
+    // Whether the line above was an entry with nothing on its line: if it is empty, its
+    // null takes its place from the next token, which a part ending there does not have.
+    let mut after_bare_entry = false;
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         let at = offset;
@@ -124,6 +127,11 @@ fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
         }
         let indent = line.len() - content.len();
         let entry = content.starts_with("- ") || content.trim_end() == "-";
+        let bare = entry && {
+            let rest = content[1..].trim();
+            rest.is_empty() || rest.starts_with('#')
+        };
+        let follows_bare = std::mem::replace(&mut after_bare_entry, bare);
         if indent == 0 && !entry {
             let key = plain_key(line)?;
             if section.is_some() {
@@ -139,11 +147,13 @@ fn cuts(text: &str, parts: usize) -> Option<Vec<Cut<'_>>> {
         let (key, entries) = section.as_mut()?;
         match entries {
             None => *entries = Some(entry.then_some(indent)),
-            Some(Some(column)) if *column == indent && entry => candidates.push(Cut {
-                at,
-                indent,
-                continues: Some(*key),
-            }),
+            Some(Some(column)) if *column == indent && entry && !follows_bare => {
+                candidates.push(Cut {
+                    at,
+                    indent,
+                    continues: Some(*key),
+                })
+            }
             Some(_) => {}
         }
     }
@@ -426,6 +436,13 @@ mod tests {
         for header in ["|", ">", "|-", "|+", ">2", "|2- # kept"] {
             let text = format!("a:\n  - x: {header}\n  - y: 1\nb: 2\n");
             assert_eq!(cuts(&text, 3), None, "{header}");
+        }
+        // An empty entry just above a cut: its null would take its place from the end
+        // of the part (the next line's start) rather than from the next entry.
+        let empty = "racks:\n  - x: 1\n  -\n  - x: 2\n  - # none\n  - x: 3\n  - x: 4\n";
+        for parts in 2..=4 {
+            let joined = in_parts(empty, parts).expect("cut");
+            assert!(same_tree(&joined, &whole(empty)), "{parts} parts");
         }
         // A lone CR, which the parser counts as a line's end.
         assert_eq!(cuts("a: 1 # x\ry: 2\nb: 2\n", 2), None);

@@ -24,6 +24,9 @@ use super::raw::{self, Item};
 
 /// marked-yaml's `Spanned<T>` asks its deserializer for a struct of this name, and
 /// reads its span from the fields it is offered in this order (see `SpannedScalar`).
+/// They are marked-yaml's own (0.8, which the lock pins), not its API: were they to
+/// change, `Spanned` would refuse what this reader offers and every part would go to
+/// the tree, which the test counting the parts read from events would show.
 const SPANNED: &str = "$___::marked_data::serde::Spanned<T>";
 const SPANNED_FIELDS: [&str; 9] = [
     "$___::marked_data::serde::Spanned<T>::span_start_source",

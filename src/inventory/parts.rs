@@ -3,10 +3,10 @@
 //!
 //! The YAML parser runs on one thread at ~8 MB/s, and its tree of a 16,384-host
 //! inventory (5.7 MB) takes 165 MB. The text is cut at every line that starts a
-//! top-level key, and where a line starts an entry of a top-level list, about evenly,
-//! into a few parts per thread; a part of list entries only may be read without a tree
-//! ([`ReadLists`]); each part
-//! is parsed with a newline for every line before it (so lines and columns are those of
+//! top-level key, and where a line starts an entry of a top-level list (not right after
+//! an empty entry), about evenly, into a few parts per thread; a part of list entries
+//! only may be read without a tree ([`ReadLists`]). Each part is parsed with a newline
+//! for every line before it (so lines and columns are those of
 //! the whole file; character positions are not, and nothing reports them), a part that
 //! continues a list with the list's key on the line above its first entry. The reader
 //! is told which parts continue a list; the parts' top-level keys must join into one

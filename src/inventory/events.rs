@@ -202,8 +202,8 @@ macro_rules! by_start {
             fn $method<V: Visitor<'de>>(mut self, visitor: V) -> Result<V::Value, GiveUp> {
                 match self.start()? {
                     Start::Scalar(scalar) => scalar.$method(visitor),
-                    Start::Mapping => visitor.visit_map(Mapping { events: self.events }),
-                    Start::Sequence => visitor.visit_seq(Sequence { events: self.events }),
+                    Start::Mapping => visitor.visit_map(Within { events: self.events }),
+                    Start::Sequence => visitor.visit_seq(Within { events: self.events }),
                 }
             }
         )*
@@ -235,7 +235,7 @@ impl<'de> Deserializer<'de> for Node<'_, '_> {
             Start::Scalar(scalar) => scalar.deserialize_struct(name, fields, visitor),
             // A mapping's or list's span would be wanted before its end is read.
             _ if name == SPANNED => Err(GiveUp),
-            Start::Mapping => visitor.visit_map(Mapping {
+            Start::Mapping => visitor.visit_map(Within {
                 events: self.events,
             }),
             Start::Sequence => Err(GiveUp),
@@ -248,11 +248,12 @@ impl<'de> Deserializer<'de> for Node<'_, '_> {
     }
 }
 
-struct Mapping<'e, 't> {
+/// The entries of the mapping or the list just started.
+struct Within<'e, 't> {
     events: &'e mut Events<'t>,
 }
 
-impl<'de> MapAccess<'de> for Mapping<'_, '_> {
+impl<'de> MapAccess<'de> for Within<'_, '_> {
     type Error = GiveUp;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -275,11 +276,7 @@ impl<'de> MapAccess<'de> for Mapping<'_, '_> {
     }
 }
 
-struct Sequence<'e, 't> {
-    events: &'e mut Events<'t>,
-}
-
-impl<'de> SeqAccess<'de> for Sequence<'_, '_> {
+impl<'de> SeqAccess<'de> for Within<'_, '_> {
     type Error = GiveUp;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(

@@ -717,8 +717,7 @@ mod tests {
 
     /// A part read from its tree, as `read_each` reads it.
     fn from_tree(text: &str, continues: bool) -> PartRead {
-        let options = marked_yaml::LoaderOptions::default().error_on_duplicate_keys(true);
-        let root = marked_yaml::parse_yaml_with_options(0, text, options).unwrap();
+        let root = marked_yaml::parse_yaml_with_options(0, text, parts::options()).unwrap();
         read_part(&root, continues)
     }
 

@@ -36,7 +36,7 @@ const PARTS_PER_THREAD: usize = 4;
 const MAX_PARTS: usize = 32;
 
 /// How an inventory is read: a duplicate key is an error.
-fn options() -> LoaderOptions {
+pub(super) fn options() -> LoaderOptions {
     LoaderOptions::default().error_on_duplicate_keys(true)
 }
 

@@ -134,12 +134,17 @@ struct Racks<'a> {
 
 impl<'a> Racks<'a> {
     fn of(list: &'a [Named<Rack>]) -> Racks<'a> {
-        let mut by_name = HashMap::with_capacity(list.len());
-        for (i, (_, rack)) in list.iter().enumerate().rev() {
-            by_name.insert(rack.name.as_str(), i);
-        }
+        let by_name = first_index(list.iter().map(|(_, rack)| rack.name.as_str()));
         Racks { list, by_name }
     }
+}
+
+/// Each name's index in `names`; of a name given twice, the first (the duplicate is
+/// reported where it is given).
+fn first_index<'a>(
+    names: impl DoubleEndedIterator<Item = &'a str> + ExactSizeIterator,
+) -> HashMap<&'a str, usize> {
+    names.enumerate().rev().map(|(i, name)| (name, i)).collect()
 }
 
 struct Validator<'r> {

@@ -21,13 +21,7 @@ impl<'a> Names<'a> {
         }
         let ports = switches
             .iter()
-            .map(|(_, s)| {
-                let mut ports = HashMap::with_capacity(s.ports.len());
-                for (i, p) in s.ports.iter().enumerate().rev() {
-                    ports.insert(p.name.as_str(), i);
-                }
-                ports
-            })
+            .map(|(_, s)| first_index(s.ports.iter().map(|p| p.name.as_str())))
             .collect();
         Names { devices, ports }
     }

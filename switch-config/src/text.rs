@@ -114,39 +114,35 @@ pub fn add_route<K: Ord>(routes: &mut Items<K, NextHops>, key: K, hop: NextHop) 
     routes.insert(key, merged);
 }
 
-/// A route line to add or remove, for templates.
+/// The route lines of one prefix to remove and to add, for templates (one entry per
+/// prefix, not per line: a leaf's full configuration has hundreds of lines).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RouteLine {
+pub struct RouteChange {
     pub prefix: Ipv4Net,
-    /// A next-hop address, `discard`, or a foreign form as the switch wrote it.
-    pub hop: String,
-    pub remove: bool,
+    /// Next-hop addresses, `discard`, or foreign forms as the switch wrote them.
+    pub remove: Vec<String>,
+    pub add: Vec<String>,
 }
 
-/// The route lines that turn `from` into `to` for `prefix`: removals first.
-pub fn route_lines(
+/// What turns `from` into `to` for `prefix`, or `None` when they hold the same hops.
+pub fn route_change(
     prefix: Ipv4Net,
     from: Option<&NextHops>,
     to: Option<&NextHops>,
-) -> Vec<RouteLine> {
-    let from: BTreeSet<String> = from
-        .map(NextHops::forms)
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
-    let to: BTreeSet<String> = to
-        .map(NextHops::forms)
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
-    let line = |hop: &String, remove| RouteLine {
-        prefix,
-        hop: hop.clone(),
-        remove,
+) -> Option<RouteChange> {
+    let forms = |hops: Option<&NextHops>| -> BTreeSet<String> {
+        hops.map(NextHops::forms)
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
     };
-    let removed = from.difference(&to).map(|h| line(h, true));
-    let added = to.difference(&from).map(|h| line(h, false));
-    removed.chain(added).collect()
+    let (from, to) = (forms(from), forms(to));
+    let change = RouteChange {
+        prefix,
+        remove: from.difference(&to).cloned().collect(),
+        add: to.difference(&from).cloned().collect(),
+    };
+    (!change.remove.is_empty() || !change.add.is_empty()).then_some(change)
 }
 
 /// The plan's routes by prefix; two routes for one prefix would be a planning bug.
@@ -367,18 +363,19 @@ mod tests {
     }
 
     #[test]
-    fn route_lines_remove_then_add() {
+    fn a_route_change_removes_and_adds_only_what_differs() {
         let prefix: Ipv4Net = "10.0.0.0/24".parse().unwrap();
         let from = NextHops::Via(["10.1.0.1".parse().unwrap(), "10.1.0.2".parse().unwrap()].into());
         let to = NextHops::Via(["10.1.0.2".parse().unwrap(), "10.1.0.3".parse().unwrap()].into());
-        let lines = route_lines(prefix, Some(&from), Some(&to));
-        let text: Vec<String> = lines
-            .iter()
-            .map(|l| format!("{}{}", if l.remove { "-" } else { "+" }, l.hop))
-            .collect();
-        assert_eq!(text, ["-10.1.0.1", "+10.1.0.3"]);
-        let discard = route_lines(prefix, None, Some(&NextHops::Discard));
-        assert_eq!(discard[0].hop, "discard");
+        let change = route_change(prefix, Some(&from), Some(&to)).unwrap();
+        assert_eq!(
+            (change.remove, change.add),
+            (vec!["10.1.0.1".to_string()], vec!["10.1.0.3".to_string()])
+        );
+        let discard = route_change(prefix, None, Some(&NextHops::Discard)).unwrap();
+        assert_eq!(discard.add, ["discard"]);
+        assert!(discard.remove.is_empty());
+        assert_eq!(route_change(prefix, Some(&to), Some(&to)), None);
     }
 
     #[test]

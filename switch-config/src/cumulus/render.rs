@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Congestion, Key, Value};
 use crate::items::Change;
-use crate::text::{RouteLine, ranges, route_lines};
+use crate::text::{RouteChange, ranges, route_change};
 use crate::{Error, SwitchIntent, templates};
 
 /// The commands (or, when `full`, the whole configuration) for `changes`.
@@ -41,7 +41,8 @@ struct View<'a> {
     congestion: Vec<(String, &'static str, String)>,
     /// Traffic classes whose congestion control goes.
     congestion_off: Option<String>,
-    routes: Vec<RouteLine>,
+    /// By prefix, in key order: each prefix's removals, then its additions.
+    routes: Vec<RouteChange>,
     /// (port, binding) pairs to unset.
     port_profiles: Vec<(String, &'static str)>,
     /// `qos roce` settings to set (shell words), or to unset.
@@ -83,7 +84,7 @@ impl<'a> View<'a> {
                     }));
                 }
                 (Key::Route(prefix), _) => {
-                    routes.extend(route_lines(
+                    routes.extend(route_change(
                         *prefix,
                         change.from().and_then(Value::hops),
                         change.to().and_then(Value::hops),

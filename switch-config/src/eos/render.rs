@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{EcnCurve, Key, MAX_VALUES_PER_MAP_LINE, Threshold, Value};
 use crate::items::Change;
-use crate::text::{RouteLine, dscps_by_class, route_lines, wanted};
+use crate::text::{RouteChange, dscps_by_class, route_change, wanted};
 use crate::{Error, SwitchIntent, templates};
 
 /// The commands (or, when `full`, the whole configuration) for `changes`.
@@ -31,7 +31,8 @@ struct View<'a> {
     /// none, as a rollback does; the plan itself always keeps it.
     remove_profile: bool,
     interfaces: Vec<InterfaceView>,
-    routes: Vec<RouteLine>,
+    /// By prefix, in key order: each prefix's removals, then its additions.
+    routes: Vec<RouteChange>,
     /// Switch-wide lines to enter as they are (`no …` to remove one).
     globals: Vec<String>,
 }
@@ -177,7 +178,7 @@ impl<'a> View<'a> {
                     globals.push("no qos random-detect ecn allow non-ect".into())
                 }
                 (Key::Route(prefix), _) => {
-                    routes.extend(route_lines(
+                    routes.extend(route_change(
                         *prefix,
                         change.from().and_then(Value::hops),
                         change.to().and_then(Value::hops),

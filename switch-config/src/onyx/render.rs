@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Ets, Key, Port, Value, cli_port};
 use crate::items::Change;
-use crate::text::{RouteLine, dscps_by_class, ranges, route_lines};
+use crate::text::{RouteChange, dscps_by_class, ranges, route_change};
 use crate::{Error, SwitchIntent, templates};
 
 /// The commands (or, when `full`, the whole configuration) for `changes`.
@@ -27,7 +27,8 @@ struct View<'a> {
     /// Why the queues' limits L_i are not configured (said in a whole configuration).
     no_queue_limit: Option<&'static str>,
     ports: Vec<PortView>,
-    routes: Vec<RouteLine>,
+    /// By prefix, in key order: each prefix's removals, then its additions.
+    routes: Vec<RouteChange>,
 }
 
 /// Settings for one port, or a range of ports that share them.
@@ -66,7 +67,7 @@ impl<'a> View<'a> {
                 | Key::Ets(p, _)
                 | Key::Ecn(p, _) => p,
                 Key::Route(prefix) => {
-                    routes.extend(route_lines(
+                    routes.extend(route_change(
                         *prefix,
                         change.from().and_then(Value::hops),
                         change.to().and_then(Value::hops),

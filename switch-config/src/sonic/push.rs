@@ -72,13 +72,18 @@ impl Device for Sonic {
         if let Some(old) = self.remove_patch() {
             run(t, &old, "")?;
         }
-        let mktemp = ShellCommand::new("mktemp -d /tmp/mltctl-patch.XXXXXXXXXX");
-        let made = run(t, &mktemp, "")?;
+        // One round trip: the patch goes into the directory `mktemp -d` makes, on the
+        // switch, never into a path the switch answers; the answer names it for the
+        // commands after, once checked.
+        let stage = ShellCommand::new("d=$(mktemp -d /tmp/mltctl-patch.XXXXXXXXXX)")
+            .and(ShellCommand::new("cat > \"$d/patch.json\""))
+            .and(ShellCommand::new("printf '%s\\n' \"$d\""));
+        let made = run(t, &stage, patch)?;
         let dir = made.trim();
         let random = dir.strip_prefix(STAGING_PREFIX).unwrap_or_default();
         if random.len() != 10 || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return Err(PushError::Rejected {
-                command: mktemp.to_string(),
+                command: stage.to_string(),
                 message: format!(
                     "it answered {}, not a new directory of that name",
                     mlt_common::redact::shown(dir)
@@ -86,8 +91,7 @@ impl Device for Sonic {
             });
         }
         self.staging = Some(dir.to_string());
-        let command = ShellCommand::new("cat").code(">").arg(self.patch_file()?);
-        run(t, &command, patch).map(drop)
+        Ok(())
     }
 
     fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
@@ -97,6 +101,7 @@ impl Device for Sonic {
     }
 
     fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError> {
+        let patch = self.patch_file()?;
         let apply = ShellCommand::new("sudo config checkpoint")
             .arg(&self.checkpoint)
             .and(
@@ -106,14 +111,17 @@ impl Device for Sonic {
                     .code("config rollback")
                     .arg(&self.checkpoint),
             )
-            .and(ShellCommand::new("sudo config apply-patch").arg(self.patch_file()?));
-        let applied = run(t, &apply, "").map(drop);
-        // Applied or not, the staged patch has served (rollback uses the checkpoint); its
-        // removal is a command of its own, so that the commit's status is the commit's.
-        if let Some(remove) = self.remove_patch() {
-            let _ = run(t, &remove, "");
-        }
-        applied
+            .and(ShellCommand::new("sudo config apply-patch").arg(patch));
+        // Applied or not, the staged patch has served (rollback uses the checkpoint): the
+        // shell removes it on its way out, and its status stays the commit's.
+        let command = match self.staging.take() {
+            Some(dir) => ShellCommand::new("trap")
+                .arg(format!("rm -rf {}", mlt_common::shell::quote(&dir)))
+                .code("EXIT")
+                .and(apply),
+            None => apply,
+        };
+        run(t, &command, "").map(drop)
     }
 
     fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
@@ -173,12 +181,12 @@ mod tests {
         assert_eq!(
             t.sent,
             [
-                "exec mktemp -d /tmp/mltctl-patch.XXXXXXXXXX\n",
-                "exec cat > /tmp/mltctl-patch.Ab3dE6gH9k/patch.json\n[]",
-                "exec sudo config checkpoint 'mltctl-1;reboot' && sudo systemd-run \
-                 '--unit=mltctl-1;reboot-revert' --on-active=60 config rollback 'mltctl-1;reboot' \
-                 && sudo config apply-patch /tmp/mltctl-patch.Ab3dE6gH9k/patch.json\n",
-                "exec rm -rf /tmp/mltctl-patch.Ab3dE6gH9k\n",
+                "exec d=$(mktemp -d /tmp/mltctl-patch.XXXXXXXXXX) && cat > \"$d/patch.json\" \
+                 && printf '%s\\n' \"$d\"\n[]",
+                "exec trap 'rm -rf /tmp/mltctl-patch.Ab3dE6gH9k' EXIT && sudo config checkpoint \
+                 'mltctl-1;reboot' && sudo systemd-run '--unit=mltctl-1;reboot-revert' \
+                 --on-active=60 config rollback 'mltctl-1;reboot' && sudo config apply-patch \
+                 /tmp/mltctl-patch.Ab3dE6gH9k/patch.json\n",
                 "exec sudo systemctl stop 'mltctl-1;reboot-revert.timer'; sudo config rollback \
                  'mltctl-1;reboot' && sudo config delete-checkpoint 'mltctl-1;reboot'\n",
             ]
@@ -186,7 +194,7 @@ mod tests {
     }
 
     /// A switch that answers `mktemp -d` with a path of its choosing (a link it made,
-    /// another directory) gets no patch.
+    /// another directory) is refused: no later command names that path.
     #[test]
     fn an_unexpected_staging_directory_is_refused() {
         for answer in ["/etc\n", "/tmp/mltctl-patch.x/../../etc\n", "\n"] {
@@ -202,7 +210,9 @@ mod tests {
                 sonic.load_candidate(&mut t, "[]", "").is_err(),
                 "{answer:?}"
             );
-            assert_eq!(t.sent.len(), 1, "nothing written for {answer:?}");
+            assert!(sonic.compare(&mut t).is_err(), "{answer:?}");
+            assert!(sonic.commit(&mut t, Duration::from_secs(60)).is_err());
+            assert_eq!(t.sent.len(), 1, "only the staging for {answer:?}");
         }
     }
 }

@@ -122,7 +122,7 @@ pub fn driver<'a>(intent: &'a SwitchIntent, change_id: &str) -> Box<dyn push::De
     match intent.vendor {
         Vendor::Eos => Box::new(eos::push::Eos::new(change_id)),
         Vendor::Onyx => Box::new(onyx::push::Onyx::new(intent)),
-        Vendor::Cumulus => Box::new(cumulus::push::Cumulus),
+        Vendor::Cumulus => Box::new(cumulus::push::Cumulus::default()),
         Vendor::Sonic => Box::new(sonic::push::Sonic::new(change_id)),
     }
 }

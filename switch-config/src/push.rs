@@ -106,14 +106,62 @@ pub(crate) fn run(
     if out.status == 0 {
         Ok(out.stdout)
     } else {
-        let message = [&out.stderr, &out.stdout]
-            .into_iter()
-            .find_map(|text| gist(text))
-            .unwrap_or_else(|| "no message".into());
-        Err(PushError::Rejected {
-            command: command.to_string(),
-            message: format!("exit status {}: {}", out.status, clean(&message)),
-        })
+        Err(rejected(command, &out))
+    }
+}
+
+/// The line [`run_then`] prints between its two commands' outputs.
+const BETWEEN: &str = "--- mltctl: the next step ---";
+
+/// Runs `first` with `input`, then, if it succeeded, `next`, in one shell: two steps
+/// for one round trip. `first` fails as [`run`] would; once it succeeded, its output
+/// comes with `next`'s own outcome.
+pub(crate) fn run_then(
+    t: &mut dyn Session,
+    first: &ShellCommand,
+    next: &ShellCommand,
+    input: &str,
+) -> Result<(String, Result<String, PushError>), PushError> {
+    let both = first
+        .clone()
+        .and(ShellCommand::new("printf '%s\\n'").arg(BETWEEN))
+        .and(next.clone());
+    let out = t.exec(&both, input)?;
+    let split = if out.stdout.starts_with(&format!("{BETWEEN}\n")) {
+        Some((0, BETWEEN.len() + 1))
+    } else {
+        out.stdout
+            .find(&format!("\n{BETWEEN}\n"))
+            .map(|at| (at + 1, at + BETWEEN.len() + 2))
+    };
+    let Some((end, start)) = split else {
+        return Err(rejected(first, &out));
+    };
+    let before = out.stdout[..end].to_string();
+    let after = &out.stdout[start..];
+    let outcome = if out.status == 0 {
+        Ok(after.to_string())
+    } else {
+        Err(rejected(
+            next,
+            &Output {
+                stdout: after.to_string(),
+                ..out.clone()
+            },
+        ))
+    };
+    Ok((before, outcome))
+}
+
+/// `command`'s failure, with the gist of what it printed.
+fn rejected(command: &ShellCommand, out: &Output) -> PushError {
+    let message = [&out.stderr, &out.stdout]
+        .into_iter()
+        .find_map(|text| gist(text))
+        .unwrap_or_else(|| "no message".into());
+    PushError::Rejected {
+        command: command.to_string(),
+        message: format!("exit status {}: {}", out.status, clean(&message)),
     }
 }
 
@@ -207,6 +255,19 @@ pub(crate) mod tests {
         pub reply: Output,
     }
 
+    impl Recorder {
+        /// Answers every command as a shell running two steps does when both succeed.
+        pub fn answering_steps() -> Recorder {
+            Recorder {
+                reply: Output {
+                    stdout: format!("the first step's answer\n{BETWEEN}\nthe next step's answer\n"),
+                    ..Output::default()
+                },
+                ..Recorder::default()
+            }
+        }
+    }
+
     impl Session for Recorder {
         fn exec(&mut self, command: &ShellCommand, input: &str) -> io::Result<Output> {
             self.sent.push(format!("exec {command}\n{input}"));
@@ -217,6 +278,40 @@ pub(crate) mod tests {
             self.sent.push(format!("cli\n{script}"));
             Ok(self.reply.clone())
         }
+    }
+
+    /// Two steps in one shell: the first's failure is the first's, and once it
+    /// succeeded the next step's outcome is its own, with each step's output apart.
+    #[test]
+    fn two_steps_in_one_shell_keep_their_own_outcomes() {
+        let (first, next) = (ShellCommand::new("load"), ShellCommand::new("show diff"));
+        let mut t = Recorder::answering_steps();
+        let (before, after) = run_then(&mut t, &first, &next, "input").unwrap();
+        assert_eq!(before, "the first step's answer\n");
+        assert_eq!(after.unwrap(), "the next step's answer\n");
+        assert_eq!(
+            t.sent,
+            ["exec load && printf '%s\\n' '--- mltctl: the next step ---' && show diff\ninput"]
+        );
+        // The first step failed: the shell never printed the line between.
+        t.reply = Output {
+            stdout: "partial\n".into(),
+            stderr: "Error: no room\n".into(),
+            status: 1,
+        };
+        let err = run_then(&mut t, &first, &next, "").unwrap_err();
+        assert!(err.to_string().contains("rejected `load`"), "{err}");
+        assert!(err.to_string().contains("no room"), "{err}");
+        // The next step failed: the first's output stands, the error is the next's.
+        t.reply = Output {
+            stdout: format!("{BETWEEN}\n"),
+            stderr: "Error: no diff\n".into(),
+            status: 2,
+        };
+        let (before, after) = run_then(&mut t, &first, &next, "").unwrap();
+        assert_eq!(before, "");
+        let err = after.unwrap_err().to_string();
+        assert!(err.contains("rejected `show diff`: exit status 2"), "{err}");
     }
 
     #[test]

@@ -6,10 +6,18 @@
 
 use std::time::Duration;
 
-use crate::push::{Device, PushError, Session, run};
+use crate::push::{Device, PushError, Session, run, run_then};
 use mlt_common::shell::ShellCommand;
 
-pub struct Cumulus;
+#[derive(Default)]
+pub struct Cumulus {
+    /// `nv config diff` as the load's last command printed it, until compare asks.
+    diff: Option<Result<String, PushError>>,
+}
+
+fn diff_command() -> ShellCommand {
+    ShellCommand::new("nv config diff -o commands")
+}
 
 /// The most `nv` commands one shell on the switch runs while loading a change: at a
 /// second or so each, well within the default --command-timeout (120 s).
@@ -41,6 +49,7 @@ impl Device for Cumulus {
             message: format!("line {line} of the change opens a quote it never closes"),
         })?;
         let lines: Vec<&str> = lines.iter().map(|c| c.text).collect();
+        self.diff = None;
         let detach = ShellCommand::new("nv config detach");
         let Some(load) = super::patch::load(&lines) else {
             run(t, &detach, "")?;
@@ -55,17 +64,25 @@ impl Device for Cumulus {
             .and(ShellCommand::new("trap 'rm -f \"$f\"' EXIT"))
             .and(ShellCommand::new("cat > \"$f\""))
             .and(ShellCommand::new("nv config patch \"$f\""));
-        if load.unsets.is_empty() {
+        // The patch's shell also prints the diff compare asks for: one round trip less.
+        let patch_command = if load.unsets.is_empty() {
             // One round trip: a change that only sets (a first apply, most changes).
-            return run(t, &detach.and(patch_command), &patch).map(drop);
-        }
-        run(t, &detach, "")?;
-        run_in_batches(t, &load.unsets)?;
-        run(t, &patch_command, &patch).map(drop)
+            detach.and(patch_command)
+        } else {
+            run(t, &detach, "")?;
+            run_in_batches(t, &load.unsets)?;
+            patch_command
+        };
+        let (_, diff) = run_then(t, &patch_command, &diff_command(), &patch)?;
+        self.diff = Some(diff);
+        Ok(())
     }
 
     fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
-        run(t, &ShellCommand::new("nv config diff -o commands"), "")
+        match self.diff.take() {
+            Some(diff) => diff,
+            None => run(t, &diff_command(), ""),
+        }
     }
 
     fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError> {
@@ -120,14 +137,19 @@ mod tests {
                 "nv set vrf default router static 10.{i}.0.0/24 via 10.0.0.1\n"
             ));
         }
-        let mut t = Recorder::default();
-        Cumulus.load_candidate(&mut t, &commands, "").unwrap();
+        let mut t = Recorder::answering_steps();
+        Cumulus::default()
+            .load_candidate(&mut t, &commands, "")
+            .unwrap();
         assert_eq!(t.sent.len(), 3, "{:?}", t.sent);
         assert_eq!(t.sent[0], "exec nv config detach\n");
         assert_eq!(t.sent[1], "exec sh -es\nnv unset qos roce\n");
         let (command, patch) = t.sent[2].split_once('\n').unwrap();
         assert!(command.starts_with("exec f=$(mktemp"), "{command}");
-        assert!(command.ends_with("&& nv config patch \"$f\""), "{command}");
+        assert!(
+            command.ends_with("&& nv config patch \"$f\" && printf '%s\\n' '--- mltctl: the next step ---' && nv config diff -o commands"),
+            "{command}"
+        );
         assert!(patch.starts_with("---\n- set:\n    vrf:\n"), "{patch}");
         for i in 0..60 {
             assert!(
@@ -142,15 +164,24 @@ mod tests {
     #[test]
     fn a_change_that_only_sets_detaches_and_patches_in_one_command() {
         let commands = "nv set qos mapping default-global trust l3\n";
-        let mut t = Recorder::default();
-        Cumulus.load_candidate(&mut t, commands, "").unwrap();
+        let mut t = Recorder::answering_steps();
+        let mut cumulus = Cumulus::default();
+        cumulus.load_candidate(&mut t, commands, "").unwrap();
+        assert_eq!(cumulus.compare(&mut t).unwrap(), "the next step's answer\n");
         assert_eq!(t.sent.len(), 1, "{:?}", t.sent);
         let (command, patch) = t.sent[0].split_once('\n').unwrap();
         assert!(
             command.starts_with("exec nv config detach && f=$(mktemp"),
             "{command}"
         );
-        assert!(command.ends_with("&& nv config patch \"$f\""), "{command}");
+        assert!(
+            command.contains("&& nv config patch \"$f\" && "),
+            "{command}"
+        );
+        assert!(
+            command.ends_with("&& nv config diff -o commands"),
+            "{command}"
+        );
         assert!(patch.contains("trust: l3"), "{patch}");
     }
 
@@ -164,7 +195,9 @@ mod tests {
                 }))
                 .collect();
         let mut t = Recorder::default();
-        Cumulus.load_candidate(&mut t, &commands, "").unwrap();
+        Cumulus::default()
+            .load_candidate(&mut t, &commands, "")
+            .unwrap();
         assert_eq!(t.sent[0], "exec nv config detach\n");
         let batches: Vec<Vec<&str>> = t.sent[1..]
             .iter()
@@ -190,7 +223,11 @@ mod tests {
             },
             ..Recorder::default()
         };
-        assert!(Cumulus.load_candidate(&mut t, &commands, "").is_err());
+        assert!(
+            Cumulus::default()
+                .load_candidate(&mut t, &commands, "")
+                .is_err()
+        );
         assert_eq!(
             t.sent,
             ["exec nv config detach\n"],
@@ -232,14 +269,18 @@ mod tests {
             good: 2,
             sent: Vec::new(),
         };
-        assert!(Cumulus.load_candidate(&mut t, &commands, "").is_err());
+        assert!(
+            Cumulus::default()
+                .load_candidate(&mut t, &commands, "")
+                .is_err()
+        );
         assert_eq!(t.sent.len(), 3, "no batch after the rejected one");
     }
 
     #[test]
     fn a_quote_that_never_closes_sends_nothing() {
         let mut t = Recorder::default();
-        let err = Cumulus
+        let err = Cumulus::default()
             .load_candidate(&mut t, "nv set a 1\nnv set b 'open\n", "")
             .unwrap_err();
         assert!(err.to_string().contains("line 2"), "{err}");

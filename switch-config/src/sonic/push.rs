@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::push::{Device, PushError, Session, run};
+use crate::push::{Device, PushError, Session, run, run_then};
 use mlt_common::shell::ShellCommand;
 
 pub struct Sonic {
@@ -17,6 +17,8 @@ pub struct Sonic {
     /// The private directory the patch is staged in, once made.
     staging: Option<String>,
     timer: String,
+    /// The dry run the staging's shell ran, until compare asks.
+    dry_run: Option<Result<String, PushError>>,
 }
 
 /// What `mktemp -d /tmp/mltctl-patch.XXXXXXXXXX` answers starts with; ten random
@@ -29,6 +31,7 @@ impl Sonic {
             checkpoint: change_id.to_string(),
             staging: None,
             timer: format!("{change_id}-revert"),
+            dry_run: None,
         }
     }
 
@@ -72,13 +75,18 @@ impl Device for Sonic {
         if let Some(old) = self.remove_patch() {
             run(t, &old, "")?;
         }
+        self.dry_run = None;
         // One round trip: the patch goes into the directory `mktemp -d` makes, on the
-        // switch, never into a path the switch answers; the answer names it for the
-        // commands after, once checked.
+        // switch, never into a path the switch answers (a directory it could not fill
+        // is removed); the answer names it for the commands after, once checked. The
+        // same shell then runs the dry run compare asks for.
         let stage = ShellCommand::new("d=$(mktemp -d /tmp/mltctl-patch.XXXXXXXXXX)")
-            .and(ShellCommand::new("cat > \"$d/patch.json\""))
+            .and(ShellCommand::new(
+                "{ cat > \"$d/patch.json\" || { rm -rf \"$d\"; exit 1; }; }",
+            ))
             .and(ShellCommand::new("printf '%s\\n' \"$d\""));
-        let made = run(t, &stage, patch)?;
+        let dry_run = ShellCommand::new("sudo config apply-patch --dry-run \"$d/patch.json\"");
+        let (made, dry_run) = run_then(t, &stage, &dry_run, patch)?;
         let dir = made.trim();
         let random = dir.strip_prefix(STAGING_PREFIX).unwrap_or_default();
         if random.len() != 10 || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
@@ -91,10 +99,14 @@ impl Device for Sonic {
             });
         }
         self.staging = Some(dir.to_string());
+        self.dry_run = Some(dry_run);
         Ok(())
     }
 
     fn compare(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
+        if let Some(dry_run) = self.dry_run.take() {
+            return dry_run;
+        }
         let command =
             ShellCommand::new("sudo config apply-patch --dry-run").arg(self.patch_file()?);
         run(t, &command, "")
@@ -169,20 +181,25 @@ mod tests {
     fn the_patch_is_staged_in_a_private_directory_and_removed() {
         let mut t = Recorder {
             reply: Output {
-                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n".into(),
+                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n--- mltctl: the next step ---\n\
+                         Patch would be applied\n"
+                    .into(),
                 ..Output::default()
             },
             ..Recorder::default()
         };
         let mut sonic = Sonic::new("mltctl-1;reboot");
         sonic.load_candidate(&mut t, "[]", "").unwrap();
+        assert_eq!(sonic.compare(&mut t).unwrap(), "Patch would be applied\n");
         sonic.commit(&mut t, Duration::from_secs(60)).unwrap();
         sonic.rollback(&mut t).unwrap();
         assert_eq!(
             t.sent,
             [
-                "exec d=$(mktemp -d /tmp/mltctl-patch.XXXXXXXXXX) && cat > \"$d/patch.json\" \
-                 && printf '%s\\n' \"$d\"\n[]",
+                "exec d=$(mktemp -d /tmp/mltctl-patch.XXXXXXXXXX) && { cat > \"$d/patch.json\" \
+                 || { rm -rf \"$d\"; exit 1; }; } && printf '%s\\n' \"$d\" && printf '%s\\n' \
+                 '--- mltctl: the next step ---' && sudo config apply-patch --dry-run \
+                 \"$d/patch.json\"\n[]",
                 "exec trap 'rm -rf /tmp/mltctl-patch.Ab3dE6gH9k' EXIT && sudo config checkpoint \
                  'mltctl-1;reboot' && sudo systemd-run '--unit=mltctl-1;reboot-revert' \
                  --on-active=60 config rollback 'mltctl-1;reboot' && sudo config apply-patch \
@@ -193,6 +210,28 @@ mod tests {
         );
     }
 
+    /// A dry run that fails is compare's failure: the patch stays staged, so that the
+    /// discard after it removes it.
+    #[test]
+    fn a_failed_dry_run_fails_compare_and_the_patch_is_still_removed() {
+        let mut t = Recorder {
+            reply: Output {
+                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n--- mltctl: the next step ---\n".into(),
+                stderr: "Error: the patch breaks YANG validation\n".into(),
+                status: 1,
+            },
+            ..Recorder::default()
+        };
+        let mut sonic = Sonic::new("mltctl-1");
+        sonic.load_candidate(&mut t, "[]", "").unwrap();
+        let err = sonic.compare(&mut t).unwrap_err().to_string();
+        assert!(err.contains("--dry-run"), "{err}");
+        assert!(err.contains("YANG validation"), "{err}");
+        let _ = sonic.discard(&mut t);
+        assert_eq!(t.sent.len(), 2, "{:?}", t.sent);
+        assert_eq!(t.sent[1], "exec rm -rf /tmp/mltctl-patch.Ab3dE6gH9k\n");
+    }
+
     /// A switch that answers `mktemp -d` with a path of its choosing (a link it made,
     /// another directory) is refused: no later command names that path.
     #[test]
@@ -200,7 +239,7 @@ mod tests {
         for answer in ["/etc\n", "/tmp/mltctl-patch.x/../../etc\n", "\n"] {
             let mut t = Recorder {
                 reply: Output {
-                    stdout: answer.into(),
+                    stdout: format!("{answer}--- mltctl: the next step ---\n"),
                     ..Output::default()
                 },
                 ..Recorder::default()

@@ -499,8 +499,11 @@ impl Change<'_> {
         if interrupt::requested() {
             return Err(Failure::BeforeCommit(Cause::Interrupted { at: "commit" }));
         }
-        self.device
-            .commit(t, self.options.confirm_timeout)
+        // The read-back comes with the commit where the driver can (one round trip);
+        // the journal records the commit before the read-back is judged.
+        let after = self
+            .device
+            .commit_then_read(t, self.options.confirm_timeout)
             .map_err(|e| Failure::AfterCommit(Cause::Commit(e)))?;
         let pending = lock(self.journal).pending(
             &self.options.run,
@@ -509,10 +512,7 @@ impl Change<'_> {
             self.options.confirm_timeout,
         );
         pending.map_err(|e| Failure::AfterCommit(Cause::Journal(e)))?;
-        let after = self
-            .device
-            .get_running(t)
-            .map_err(|e| Failure::AfterCommit(Cause::ReadBack(e)))?;
+        let after = after.map_err(|e| Failure::AfterCommit(Cause::ReadBack(e)))?;
         let left = self
             .wanted(&after)
             .map_err(|e| Failure::AfterCommit(Cause::ReadBackPlan(e)))?

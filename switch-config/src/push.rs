@@ -69,6 +69,18 @@ pub trait Device {
     /// goes back by itself where the OS has a revert timer.
     fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError>;
 
+    /// Commits (as [`Device::commit`]), then reads the running configuration back (as
+    /// [`Device::get_running`]): the commit's failure, or the read's own outcome.
+    /// Drivers with a shell do both in one round trip.
+    fn commit_then_read(
+        &mut self,
+        t: &mut dyn Session,
+        revert_in: Duration,
+    ) -> Result<Result<String, PushError>, PushError> {
+        self.commit(t, revert_in)?;
+        Ok(self.get_running(t))
+    }
+
     /// Keeps the committed change (and saves it for the next boot).
     fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError>;
 

@@ -15,6 +15,19 @@ pub struct Cumulus {
     diff: Option<Result<String, PushError>>,
 }
 
+/// What prints the applied configuration, as `nv set` commands.
+fn read_command() -> ShellCommand {
+    ShellCommand::new("nv config show -r applied -o commands")
+}
+
+/// Applies the pending revision; NVUE reverts it unless confirmed within `revert_in`.
+fn commit_command(revert_in: Duration) -> ShellCommand {
+    ShellCommand::new("nv config apply --confirm")
+        .arg(format!("{}s", revert_in.as_secs()))
+        .code("-y")
+}
+
+/// The pending revision's changes, as `nv set`/`nv unset` commands.
 fn diff_command() -> ShellCommand {
     ShellCommand::new("nv config diff -o commands")
 }
@@ -25,11 +38,7 @@ const COMMANDS_PER_SHELL: usize = 25;
 
 impl Device for Cumulus {
     fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
-        run(
-            t,
-            &ShellCommand::new("nv config show -r applied -o commands"),
-            "",
-        )
+        run(t, &read_command(), "")
     }
 
     fn load_candidate(
@@ -86,10 +95,15 @@ impl Device for Cumulus {
     }
 
     fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError> {
-        let command = ShellCommand::new("nv config apply --confirm")
-            .arg(format!("{}s", revert_in.as_secs()))
-            .code("-y");
-        run(t, &command, "").map(drop)
+        run(t, &commit_command(revert_in), "").map(drop)
+    }
+
+    fn commit_then_read(
+        &mut self,
+        t: &mut dyn Session,
+        revert_in: Duration,
+    ) -> Result<Result<String, PushError>, PushError> {
+        run_then(t, &commit_command(revert_in), &read_command(), "").map(|(_, read)| read)
     }
 
     fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
@@ -183,6 +197,20 @@ mod tests {
             "{command}"
         );
         assert!(patch.contains("trust: l3"), "{patch}");
+    }
+
+    #[test]
+    fn the_commit_and_the_read_back_go_in_one_command() {
+        let mut t = Recorder::answering_steps();
+        let read = Cumulus::default()
+            .commit_then_read(&mut t, Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(read.unwrap(), "the next step's answer\n");
+        assert_eq!(
+            t.sent,
+            ["exec nv config apply --confirm 60s -y && printf '%s\\n' \
+              '--- mltctl: the next step ---' && nv config show -r applied -o commands\n"]
+        );
     }
 
     #[test]

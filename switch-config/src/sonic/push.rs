@@ -56,14 +56,45 @@ impl Sonic {
         ShellCommand::new("sudo config delete-checkpoint").arg(&self.checkpoint)
     }
 
+    /// The commit: a checkpoint, the revert timer, the patch applied, and the staged
+    /// patch removed whatever happened.
+    fn commit_command(&mut self, revert_in: Duration) -> Result<ShellCommand, PushError> {
+        let patch = self.patch_file()?;
+        let apply = ShellCommand::new("sudo config checkpoint")
+            .arg(&self.checkpoint)
+            .and(
+                ShellCommand::new("sudo systemd-run")
+                    .arg(format!("--unit={}", self.timer))
+                    .arg(format!("--on-active={}", revert_in.as_secs()))
+                    .code("config rollback")
+                    .arg(&self.checkpoint),
+            )
+            .and(ShellCommand::new("sudo config apply-patch").arg(patch));
+        // Applied or not, the staged patch has served (rollback uses the checkpoint): the
+        // shell removes it on its way out, and its status stays the commit's.
+        let command = match self.staging.take() {
+            Some(dir) => ShellCommand::new("trap")
+                .arg(format!("rm -rf {}", mlt_common::shell::quote(&dir)))
+                .code("EXIT")
+                .and(apply),
+            None => apply,
+        };
+        Ok(command)
+    }
+
     fn stop_timer(&self) -> ShellCommand {
         ShellCommand::new("sudo systemctl stop").arg(format!("{}.timer", self.timer))
     }
 }
 
+/// What prints the running configuration (CONFIG_DB as JSON).
+fn read_command() -> ShellCommand {
+    ShellCommand::new("sonic-cfggen -d --print-data")
+}
+
 impl Device for Sonic {
     fn get_running(&mut self, t: &mut dyn Session) -> Result<String, PushError> {
-        run(t, &ShellCommand::new("sonic-cfggen -d --print-data"), "")
+        run(t, &read_command(), "")
     }
 
     fn load_candidate(
@@ -80,10 +111,10 @@ impl Device for Sonic {
         // switch, never into a path the switch answers (a directory it could not fill
         // is removed); the answer names it for the commands after, once checked. The
         // same shell then runs the dry run compare asks for.
+        let write =
+            ShellCommand::new("{ cat > \"$d/patch.json\"").code("|| { rm -rf \"$d\"; exit 1; }; }");
         let stage = ShellCommand::new("d=$(mktemp -d /tmp/mltctl-patch.XXXXXXXXXX)")
-            .and(ShellCommand::new(
-                "{ cat > \"$d/patch.json\" || { rm -rf \"$d\"; exit 1; }; }",
-            ))
+            .and(write)
             .and(ShellCommand::new("printf '%s\\n' \"$d\""));
         let dry_run = ShellCommand::new("sudo config apply-patch --dry-run \"$d/patch.json\"");
         let (made, dry_run) = run_then(t, &stage, &dry_run, patch)?;
@@ -113,27 +144,17 @@ impl Device for Sonic {
     }
 
     fn commit(&mut self, t: &mut dyn Session, revert_in: Duration) -> Result<(), PushError> {
-        let patch = self.patch_file()?;
-        let apply = ShellCommand::new("sudo config checkpoint")
-            .arg(&self.checkpoint)
-            .and(
-                ShellCommand::new("sudo systemd-run")
-                    .arg(format!("--unit={}", self.timer))
-                    .arg(format!("--on-active={}", revert_in.as_secs()))
-                    .code("config rollback")
-                    .arg(&self.checkpoint),
-            )
-            .and(ShellCommand::new("sudo config apply-patch").arg(patch));
-        // Applied or not, the staged patch has served (rollback uses the checkpoint): the
-        // shell removes it on its way out, and its status stays the commit's.
-        let command = match self.staging.take() {
-            Some(dir) => ShellCommand::new("trap")
-                .arg(format!("rm -rf {}", mlt_common::shell::quote(&dir)))
-                .code("EXIT")
-                .and(apply),
-            None => apply,
-        };
+        let command = self.commit_command(revert_in)?;
         run(t, &command, "").map(drop)
+    }
+
+    fn commit_then_read(
+        &mut self,
+        t: &mut dyn Session,
+        revert_in: Duration,
+    ) -> Result<Result<String, PushError>, PushError> {
+        let command = self.commit_command(revert_in)?;
+        run_then(t, &command, &read_command(), "").map(|(_, read)| read)
     }
 
     fn confirm(&mut self, t: &mut dyn Session) -> Result<(), PushError> {
@@ -191,7 +212,8 @@ mod tests {
         let mut sonic = Sonic::new("mltctl-1;reboot");
         sonic.load_candidate(&mut t, "[]", "").unwrap();
         assert_eq!(sonic.compare(&mut t).unwrap(), "Patch would be applied\n");
-        sonic.commit(&mut t, Duration::from_secs(60)).unwrap();
+        let read = sonic.commit_then_read(&mut t, Duration::from_secs(60));
+        assert_eq!(read.unwrap().unwrap(), "Patch would be applied\n");
         sonic.rollback(&mut t).unwrap();
         assert_eq!(
             t.sent,
@@ -203,7 +225,8 @@ mod tests {
                 "exec trap 'rm -rf /tmp/mltctl-patch.Ab3dE6gH9k' EXIT && sudo config checkpoint \
                  'mltctl-1;reboot' && sudo systemd-run '--unit=mltctl-1;reboot-revert' \
                  --on-active=60 config rollback 'mltctl-1;reboot' && sudo config apply-patch \
-                 /tmp/mltctl-patch.Ab3dE6gH9k/patch.json\n",
+                 /tmp/mltctl-patch.Ab3dE6gH9k/patch.json && printf '%s\\n' \
+                 '--- mltctl: the next step ---' && sonic-cfggen -d --print-data\n",
                 "exec sudo systemctl stop 'mltctl-1;reboot-revert.timer'; sudo config rollback \
                  'mltctl-1;reboot' && sudo config delete-checkpoint 'mltctl-1;reboot'\n",
             ]

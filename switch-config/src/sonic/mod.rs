@@ -48,6 +48,7 @@ pub mod counters;
 pub(crate) mod push;
 mod render;
 
+use std::collections::HashSet;
 use std::fmt;
 
 use serde_json::{Map, Value as Json, json};
@@ -350,8 +351,9 @@ impl Driver for Sonic {
                 }
             }
         }
-        let ports = &intent.qos.ports;
-        let planned_port = |port: &str| ports.iter().any(|p| p == port);
+        // A set: a spine's queue tables have an entry per port and queue, each looked up.
+        let ports: HashSet<&str> = intent.qos.ports.iter().map(String::as_str).collect();
+        let planned_port = |port: &str| ports.contains(port);
         let planned_queue = |port: &str, q: u32| {
             planned_port(port) && intent.qos.queues.iter().any(|o| u32::from(o.queue) == q)
         };

@@ -134,23 +134,17 @@ pub(crate) fn run_then(
     next: &ShellCommand,
     input: &str,
 ) -> Result<(String, Result<String, PushError>), PushError> {
+    // The line goes after a newline of its own: the first's output may not end in one.
     let both = first
         .clone()
-        .and(ShellCommand::new("printf '%s\\n'").arg(BETWEEN))
+        .and(ShellCommand::new("printf '\\n%s\\n'").arg(BETWEEN))
         .and(next.clone());
     let out = t.exec(&both, input)?;
-    let split = if out.stdout.starts_with(&format!("{BETWEEN}\n")) {
-        Some((0, BETWEEN.len() + 1))
-    } else {
-        out.stdout
-            .find(&format!("\n{BETWEEN}\n"))
-            .map(|at| (at + 1, at + BETWEEN.len() + 2))
-    };
-    let Some((end, start)) = split else {
+    let Some(at) = out.stdout.find(&format!("\n{BETWEEN}\n")) else {
         return Err(rejected(first, &out));
     };
-    let before = out.stdout[..end].to_string();
-    let after = &out.stdout[start..];
+    let before = out.stdout[..at].to_string();
+    let after = &out.stdout[at + BETWEEN.len() + 2..];
     let outcome = if out.status == 0 {
         Ok(after.to_string())
     } else {
@@ -272,7 +266,9 @@ pub(crate) mod tests {
         pub fn answering_steps() -> Recorder {
             Recorder {
                 reply: Output {
-                    stdout: format!("the first step's answer\n{BETWEEN}\nthe next step's answer\n"),
+                    stdout: format!(
+                        "the first step's answer\n\n{BETWEEN}\nthe next step's answer\n"
+                    ),
                     ..Output::default()
                 },
                 ..Recorder::default()
@@ -303,7 +299,14 @@ pub(crate) mod tests {
         assert_eq!(after.unwrap(), "the next step's answer\n");
         assert_eq!(
             t.sent,
-            ["exec load && printf '%s\\n' '--- mltctl: the next step ---' && show diff\ninput"]
+            ["exec load && printf '\\n%s\\n' '--- mltctl: the next step ---' && show diff\ninput"]
+        );
+        // A first step whose output does not end in a newline keeps it whole.
+        t.reply.stdout = format!("no newline\n{BETWEEN}\nnext\n");
+        let (before, after) = run_then(&mut t, &first, &next, "").unwrap();
+        assert_eq!(
+            (before.as_str(), after.unwrap().as_str()),
+            ("no newline", "next\n")
         );
         // The first step failed: the shell never printed the line between.
         t.reply = Output {
@@ -316,7 +319,7 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("no room"), "{err}");
         // The next step failed: the first's output stands, the error is the next's.
         t.reply = Output {
-            stdout: format!("{BETWEEN}\n"),
+            stdout: format!("\n{BETWEEN}\n"),
             stderr: "Error: no diff\n".into(),
             status: 2,
         };

@@ -161,7 +161,7 @@ mod tests {
         let (command, patch) = t.sent[2].split_once('\n').unwrap();
         assert!(command.starts_with("exec f=$(mktemp"), "{command}");
         assert!(
-            command.ends_with("&& nv config patch \"$f\" && printf '%s\\n' '--- mltctl: the next step ---' && nv config diff -o commands"),
+            command.ends_with("&& nv config patch \"$f\" && printf '\\n%s\\n' '--- mltctl: the next step ---' && nv config diff -o commands"),
             "{command}"
         );
         assert!(patch.starts_with("---\n- set:\n    vrf:\n"), "{patch}");
@@ -208,8 +208,10 @@ mod tests {
         assert_eq!(read.unwrap(), "the next step's answer\n");
         assert_eq!(
             t.sent,
-            ["exec nv config apply --confirm 60s -y && printf '%s\\n' \
-              '--- mltctl: the next step ---' && nv config show -r applied -o commands\n"]
+            [
+                "exec nv config apply --confirm 60s -y && printf '\\n%s\\n' \
+              '--- mltctl: the next step ---' && nv config show -r applied -o commands\n"
+            ]
         );
     }
 

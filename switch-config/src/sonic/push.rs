@@ -202,7 +202,7 @@ mod tests {
     fn the_patch_is_staged_in_a_private_directory_and_removed() {
         let mut t = Recorder {
             reply: Output {
-                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n--- mltctl: the next step ---\n\
+                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n\n--- mltctl: the next step ---\n\
                          Patch would be applied\n"
                     .into(),
                 ..Output::default()
@@ -219,13 +219,13 @@ mod tests {
             t.sent,
             [
                 "exec d=$(mktemp -d /tmp/mltctl-patch.XXXXXXXXXX) && { cat > \"$d/patch.json\" \
-                 || { rm -rf \"$d\"; exit 1; }; } && printf '%s\\n' \"$d\" && printf '%s\\n' \
+                 || { rm -rf \"$d\"; exit 1; }; } && printf '%s\\n' \"$d\" && printf '\\n%s\\n' \
                  '--- mltctl: the next step ---' && sudo config apply-patch --dry-run \
                  \"$d/patch.json\"\n[]",
                 "exec trap 'rm -rf /tmp/mltctl-patch.Ab3dE6gH9k' EXIT && sudo config checkpoint \
                  'mltctl-1;reboot' && sudo systemd-run '--unit=mltctl-1;reboot-revert' \
                  --on-active=60 config rollback 'mltctl-1;reboot' && sudo config apply-patch \
-                 /tmp/mltctl-patch.Ab3dE6gH9k/patch.json && printf '%s\\n' \
+                 /tmp/mltctl-patch.Ab3dE6gH9k/patch.json && printf '\\n%s\\n' \
                  '--- mltctl: the next step ---' && sonic-cfggen -d --print-data\n",
                 "exec sudo systemctl stop 'mltctl-1;reboot-revert.timer'; sudo config rollback \
                  'mltctl-1;reboot' && sudo config delete-checkpoint 'mltctl-1;reboot'\n",
@@ -239,7 +239,7 @@ mod tests {
     fn a_failed_dry_run_fails_compare_and_the_patch_is_still_removed() {
         let mut t = Recorder {
             reply: Output {
-                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n--- mltctl: the next step ---\n".into(),
+                stdout: "/tmp/mltctl-patch.Ab3dE6gH9k\n\n--- mltctl: the next step ---\n".into(),
                 stderr: "Error: the patch breaks YANG validation\n".into(),
                 status: 1,
             },
@@ -262,7 +262,7 @@ mod tests {
         for answer in ["/etc\n", "/tmp/mltctl-patch.x/../../etc\n", "\n"] {
             let mut t = Recorder {
                 reply: Output {
-                    stdout: format!("{answer}--- mltctl: the next step ---\n"),
+                    stdout: format!("{answer}\n--- mltctl: the next step ---\n"),
                     ..Output::default()
                 },
                 ..Recorder::default()

@@ -378,12 +378,12 @@ fn frames() {
         format!("# the kernel host\n{}={kernel_mac}\n", Pair::ip(1)),
     )
     .unwrap();
-    let sniffer = capture(&h.pair.host(1), "eth0", Duration::from_secs(6));
+    let sniffer = capture(&h.pair.host(1), "eth0", Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(300));
     for out in h.run_both(&["--size", "2MiB", "--iterations", "2", "--layers", "4"]) {
         assert!(out.status.success(), "{}", text(&out));
     }
-    let captured = sniffer.join().unwrap().expect("frames are captured");
+    let captured = sniffer.finish().expect("frames are captured");
     let mut tagging = Tagging::default();
     for frame in captured.iter().filter(|f| f[6..12] == dpdk_mac.0) {
         if frame[12..14] != [0x08, 0x00] || frame[14 + 9] != 17 {

@@ -3,6 +3,8 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Moves the calling thread (only) into the named network namespace `ns`.
@@ -15,16 +17,31 @@ pub fn enter(ns: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// A capture running on a thread of its own.
+pub struct Capture {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<io::Result<Vec<Vec<u8>>>>,
+}
+
+impl Capture {
+    /// Ends the capture and returns every frame it saw, those still queued included:
+    /// the capture lasts as long as the traffic it watches, however slow the machine.
+    pub fn finish(self) -> io::Result<Vec<Vec<u8>>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the capture thread panicked")))
+    }
+}
+
 /// Captures the frames seen on interface `iface` of namespace `ns` (both directions)
-/// for `duration`, on a thread of its own.
-pub fn capture(
-    ns: &str,
-    iface: &str,
-    duration: Duration,
-) -> std::thread::JoinHandle<io::Result<Vec<Vec<u8>>>> {
+/// until [`Capture::finish`], or for `limit` at most.
+pub fn capture(ns: &str, iface: &str, limit: Duration) -> Capture {
     let ns = ns.to_string();
     let iface = iface.to_string();
-    std::thread::spawn(move || {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    let thread = std::thread::spawn(move || {
         enter(&ns)?;
         let protocol = (libc::ETH_P_ALL as u16).to_be();
         // SAFETY: creating a raw packet socket; checked below.
@@ -71,15 +88,26 @@ pub fn capture(
         };
         let mut frames = Vec::new();
         let mut buf = vec![0u8; 65_536];
-        let end = std::time::Instant::now() + duration;
-        while std::time::Instant::now() < end {
+        let end = std::time::Instant::now() + limit;
+        loop {
+            // Once stopped, only what is queued: a read that would wait ends it.
+            let stopping = stopped.load(Ordering::Relaxed) || std::time::Instant::now() >= end;
+            let flags = if stopping { libc::MSG_DONTWAIT } else { 0 };
             // SAFETY: receiving into a buffer of the size given.
-            let n =
-                unsafe { libc::recv(socket.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let n = unsafe {
+                libc::recv(
+                    socket.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    flags,
+                )
+            };
             if n > 0 {
                 frames.push(buf[..n as usize].to_vec());
+            } else if stopping {
+                return Ok(frames);
             }
         }
-        Ok(frames)
-    })
+    });
+    Capture { stop, thread }
 }

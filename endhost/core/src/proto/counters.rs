@@ -96,6 +96,10 @@ pub struct Counters {
     /// Receives that ended short of their loss bound (early exit).
     pub bound_missed: u64,
     pub probes_sent: u64,
+    /// Probes that came before their message's last packet, answered when it landed
+    /// (or half a probe floor later): a bitmap sent at once would have asked again for
+    /// the packets in flight behind the probe.
+    pub probes_held: u64,
     pub bitmaps_sent: u64,
     /// Bitmaps refused: ranges out of order, overlapping, empty or past the message.
     pub bitmaps_rejected: u64,

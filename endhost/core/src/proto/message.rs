@@ -12,6 +12,9 @@ use crate::wire::MessageId;
 pub(super) const PROBE_FLOOR_US: f64 = 1_000.0;
 /// The least wait after a round of retransmissions before probing again.
 pub(super) const PROBE_SETTLE_US: f64 = 200.0;
+/// The longest a receiver holds its answer to a probe that overtook the message's last
+/// packet: well inside [`PROBE_FLOOR_US`], so the sender never asks again for it.
+pub(super) const PROBE_HOLD_US: f64 = PROBE_FLOOR_US / 2.0;
 const PROBE_CAP_US: f64 = 200_000.0;
 
 /// Whether a bitmap's missing ranges are what a receiver sends: each non-empty, in
@@ -102,12 +105,21 @@ pub(super) struct Incoming {
     pub(super) may_end_early: bool,
     /// When the sender's first pass was seen to end (its last packet, or a probe).
     pub(super) pass_over_at: Option<u64>,
+    /// A probe came before the message's last packet, which is likely still on its way
+    /// (the probe takes the control channel's strict-priority queue past the data): it
+    /// is answered when that packet lands, or at this deadline.
+    pub(super) held_probe: Option<u64>,
     pub(super) done: bool,
 }
 
 impl Incoming {
     pub(super) fn has(&self, seq: u32) -> bool {
         self.bitmap[seq as usize / 64] & (1 << (seq % 64)) != 0
+    }
+
+    /// Whether the sender's first pass has landed here: its last packet arrived.
+    pub(super) fn has_last(&self) -> bool {
+        self.has(self.packets - 1)
     }
 
     /// Marks the values of every packet that has not arrived as inexact: a reduction

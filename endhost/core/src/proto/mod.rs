@@ -52,7 +52,8 @@ pub use control::Control;
 pub use counters::{Counters, LinkTime};
 pub use inexact::{Inexact, InexactMask};
 use message::{
-    Incoming, Outgoing, PROBE_FLOOR_US, PROBE_SETTLE_US, probe_wait_ns, ranges_are_sound,
+    Incoming, Outgoing, PROBE_FLOOR_US, PROBE_HOLD_US, PROBE_SETTLE_US, probe_wait_ns,
+    ranges_are_sound,
 };
 use rate::{NicQueue, Pacer, Timely};
 use tagging::Classes;
@@ -416,6 +417,7 @@ impl Endpoint {
                 need_elems,
                 may_end_early: loss_bound > 0.0,
                 pass_over_at: None,
+                held_probe: None,
                 done: false,
             },
         );
@@ -559,12 +561,33 @@ impl Endpoint {
             }
         }
         recv.received_elems += elems;
-        if header.flags.has(Flags::LAST) && recv.pass_over_at.is_none() {
+        let last = header.flags.has(Flags::LAST);
+        if last && recv.pass_over_at.is_none() {
             recv.pass_over_at = Some(now);
         }
+        let probe_waits = last && recv.held_probe.is_some();
         if recv.received_elems >= recv.need_elems {
             self.complete_recv(now, handle);
+        } else if probe_waits {
+            self.answer_probe(handle);
         }
+    }
+
+    /// Answers the sender's probe of a receive with the packets it still misses.
+    fn answer_probe(&mut self, handle: u32) {
+        let Some(recv) = self.recvs.get_mut(&handle) else {
+            return;
+        };
+        recv.held_probe = None;
+        self.counters.bitmaps_sent += 1;
+        let missing = recv.missing(recv.wanted(self.payload_elems));
+        self.control.push_back((
+            recv.peer,
+            Control::Bitmap {
+                id: recv.id,
+                missing,
+            },
+        ));
     }
 
     /// Ends a receive: STOP to its sender, completion to the caller. One that ended
@@ -623,22 +646,24 @@ impl Endpoint {
                 }
             }
             Control::Probe(id) => {
-                let recv = self
+                let live = self
                     .recv_handles
                     .get(&(peer, id))
-                    .and_then(|handle| self.recvs.get_mut(handle));
-                let reply = match recv {
-                    Some(recv) if !recv.done => {
-                        recv.pass_over_at.get_or_insert(now);
-                        self.counters.bitmaps_sent += 1;
-                        Control::Bitmap {
-                            id,
-                            missing: recv.missing(recv.wanted(self.payload_elems)),
-                        }
-                    }
-                    _ => Control::Stop(id),
+                    .copied()
+                    .filter(|handle| self.recvs.get(handle).is_some_and(|r| !r.done));
+                let Some(handle) = live else {
+                    self.control.push_back((peer, Control::Stop(id)));
+                    return;
                 };
-                self.control.push_back((peer, reply));
+                let recv = self.recvs.get_mut(&handle).expect("a live receive");
+                recv.pass_over_at.get_or_insert(now);
+                if recv.has_last() {
+                    self.answer_probe(handle);
+                } else if recv.held_probe.is_none() {
+                    // Its bitmap now would ask again for the packets still in flight.
+                    recv.held_probe = Some(now + (PROBE_HOLD_US * 1_000.0) as u64);
+                    self.counters.probes_held += 1;
+                }
             }
             Control::Bitmap { id, missing } => {
                 let Some(send) = self.sends.get_mut(&(peer, id)) else {
@@ -694,12 +719,31 @@ impl Endpoint {
             .values()
             .filter(|r| self.config.early_exit && r.may_end_early && !r.done)
             .filter_map(move |r| r.pass_over_at.map(|at| at + grace));
-        probes.chain(pacing).chain(early_exits).min()
+        let held_probes = self
+            .recvs
+            .values()
+            .filter(|r| !r.done)
+            .filter_map(|r| r.held_probe);
+        probes
+            .chain(pacing)
+            .chain(early_exits)
+            .chain(held_probes)
+            .min()
     }
 
-    /// Repeats probes that got no answer in time, and ends receives whose grace after
-    /// the sender's first pass is over (with early exit on).
+    /// Repeats probes that got no answer in time, answers probes held for a last
+    /// packet that has not come, and ends receives whose grace after the sender's first
+    /// pass is over (with early exit on).
     pub fn handle_timeout(&mut self, now: u64) {
+        let held_over: Vec<u32> = self
+            .recvs
+            .iter()
+            .filter(|(_, r)| !r.done && r.held_probe.is_some_and(|at| at <= now))
+            .map(|(handle, _)| *handle)
+            .collect();
+        for handle in held_over {
+            self.answer_probe(handle);
+        }
         if self.config.early_exit {
             let grace = self.early_exit_grace_ns();
             let overdue: Vec<u32> = self
@@ -1058,43 +1102,138 @@ mod tests {
         assert_eq!(probes(&mut endpoint), 1, "the probe is repeated");
     }
 
-    /// The bitmap a receiver of 1,000 packets answers a probe with, after all but
-    /// `lost` of them arrived.
-    fn bitmap_after(loss_bound: f64, lost: u32) -> u32 {
+    /// A receive of `packets` packets from rank 1 (posted at time 0), and the datagrams
+    /// its sender's first pass sent, in order, none delivered yet.
+    fn first_pass(packets: u32, loss_bound: f64) -> (Endpoint, Vec<Vec<u8>>) {
         let mut sender = endpoint_of(1, 2, 10e9);
         let mut receiver = endpoint_of(0, 2, 10e9);
-        let len = 1000 * sender.payload_elems;
-        let buffer = Rc::new(RefCell::new(vec![0.0; len]));
-        let region = Region::new(buffer, 0, len);
+        let len = packets as usize * sender.payload_elems;
+        let region = Region::new(Rc::new(RefCell::new(vec![0.0; len])), 0, len);
         receiver.post_recv(1, id(0), region, Place::Add, loss_bound);
         let Some((1, Control::Ready { handle, .. })) = receiver.poll_control() else {
             panic!("the receive says READY");
         };
-        let len = 1000 * sender.payload_elems;
         let region = Region::new(Rc::new(RefCell::new(vec![1.0; len])), 0, len);
         sender.post_send(0, id(0), region, Rc::new(Vec::new()));
         sender.handle_control(0, 0, Control::Ready { id: id(0), handle });
         let mut buf = [0u8; 2048];
+        let mut datagrams = Vec::new();
         let mut now = 0;
-        let mut seq = 0;
-        while seq < 1000 {
+        while datagrams.len() < packets as usize {
             now += 1_000;
             while let Some(tx) = sender.poll_transmit(now, &mut buf) {
-                // Lose packets spread over the message, as random loss would.
-                if seq % 50 != 7 || seq / 50 >= lost {
-                    receiver.handle_datagram(now, Some(1), tx.tos, &buf[..tx.len]);
-                }
-                seq += 1;
+                datagrams.push(buf[..tx.len].to_vec());
             }
         }
-        receiver.handle_control(now, 1, Control::Probe(id(0)));
-        let mut asked = None;
-        while let Some((_, message)) = receiver.poll_control() {
-            if let Control::Bitmap { missing, .. } = message {
-                asked = Some(missing.iter().map(|&(_, n)| n).sum());
-            }
+        (receiver, datagrams)
+    }
+
+    /// Hands the receiver the datagrams of `seqs` at time `now`.
+    fn deliver(
+        receiver: &mut Endpoint,
+        datagrams: &[Vec<u8>],
+        now: u64,
+        seqs: impl Iterator<Item = usize>,
+    ) {
+        for seq in seqs {
+            receiver.handle_datagram(now, Some(1), 0, &datagrams[seq]);
         }
+    }
+
+    fn answers(receiver: &mut Endpoint) -> Vec<Control> {
+        std::iter::from_fn(|| receiver.poll_control().map(|(_, c)| c)).collect()
+    }
+
+    /// The bitmap a receiver of 1,000 packets answers a probe with, after all but
+    /// `lost` of them arrived.
+    fn bitmap_after(loss_bound: f64, lost: u32) -> u32 {
+        let (mut receiver, datagrams) = first_pass(1000, loss_bound);
+        // Lose packets spread over the message, as random loss would.
+        let arrived = (0..1000).filter(|seq| seq % 50 != 7 || seq / 50 >= lost as usize);
+        deliver(&mut receiver, &datagrams, 1_000_000, arrived);
+        receiver.handle_control(1_000_000, 1, Control::Probe(id(0)));
+        let asked = answers(&mut receiver).into_iter().find_map(|c| match c {
+            Control::Bitmap { missing, .. } => Some(missing.iter().map(|&(_, n)| n).sum()),
+            _ => None,
+        });
         asked.expect("a bitmap")
+    }
+
+    /// The probe takes the control channel past the data still queued behind it: a
+    /// bitmap sent at once would ask again for every packet in flight. Held until the
+    /// last packet lands, it names only what was lost.
+    #[test]
+    fn a_probe_ahead_of_the_last_packet_is_answered_when_it_lands() {
+        let (mut receiver, datagrams) = first_pass(10, 0.0);
+        deliver(&mut receiver, &datagrams, 1_000, (0..6).filter(|&s| s != 3));
+        receiver.handle_control(2_000, 1, Control::Probe(id(0)));
+        assert_eq!(
+            answers(&mut receiver),
+            [],
+            "no answer while the last packet is out"
+        );
+        deliver(&mut receiver, &datagrams, 30_000, 6..10);
+        let lost_only = Control::Bitmap {
+            id: id(0),
+            missing: vec![(3, 1)],
+        };
+        assert_eq!(answers(&mut receiver), [lost_only]);
+        assert_eq!(receiver.counters().probes_held, 1);
+        assert_eq!(receiver.counters().bitmaps_sent, 1);
+        // Answered, the hold's deadline is gone.
+        assert_eq!(receiver.next_timeout(), None);
+    }
+
+    /// A last packet that was lost does not leave the probe unanswered: the answer goes
+    /// at the hold's end, before the sender would ask again.
+    #[test]
+    fn a_held_probe_is_answered_at_its_deadline_when_the_last_packet_was_lost() {
+        let (mut receiver, datagrams) = first_pass(10, 0.0);
+        deliver(&mut receiver, &datagrams, 1_000, (0..9).filter(|&s| s != 3));
+        receiver.handle_control(2_000, 1, Control::Probe(id(0)));
+        let deadline = receiver.next_timeout().expect("the hold's deadline");
+        assert_eq!(deadline, 2_000 + (PROBE_HOLD_US * 1_000.0) as u64);
+        assert!(PROBE_HOLD_US < PROBE_FLOOR_US);
+        receiver.handle_timeout(deadline - 1);
+        assert_eq!(answers(&mut receiver), []);
+        receiver.handle_timeout(deadline);
+        let both = Control::Bitmap {
+            id: id(0),
+            missing: vec![(3, 1), (9, 1)],
+        };
+        assert_eq!(answers(&mut receiver), [both]);
+    }
+
+    /// A receive the data in flight completes answers its held probe with STOP alone.
+    #[test]
+    fn a_receive_completed_while_its_probe_is_held_only_stops() {
+        let (mut receiver, datagrams) = first_pass(10, 0.0);
+        deliver(&mut receiver, &datagrams, 1_000, 0..6);
+        receiver.handle_control(2_000, 1, Control::Probe(id(0)));
+        deliver(&mut receiver, &datagrams, 30_000, 6..10);
+        assert_eq!(answers(&mut receiver), [Control::Stop(id(0))]);
+        receiver.handle_timeout(10_000_000);
+        assert_eq!(answers(&mut receiver), []);
+        assert_eq!(receiver.counters().bitmaps_sent, 0);
+    }
+
+    /// A probe after the last packet landed is answered at once.
+    #[test]
+    fn a_probe_after_the_last_packet_is_answered_at_once() {
+        let (mut receiver, datagrams) = first_pass(10, 0.0);
+        deliver(
+            &mut receiver,
+            &datagrams,
+            1_000,
+            (0..10).filter(|&s| s != 3),
+        );
+        receiver.handle_control(2_000, 1, Control::Probe(id(0)));
+        let lost = Control::Bitmap {
+            id: id(0),
+            missing: vec![(3, 1)],
+        };
+        assert_eq!(answers(&mut receiver), [lost]);
+        assert_eq!(receiver.counters().probes_held, 0);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub(super) const PROBE_SETTLE_US: f64 = 200.0;
 /// The longest a receiver holds its answer to a probe that overtook the message's last
 /// packet: well inside [`PROBE_FLOOR_US`], so the sender never asks again for it.
 pub(super) const PROBE_HOLD_US: f64 = PROBE_FLOOR_US / 2.0;
+const _: () = assert!(PROBE_HOLD_US < PROBE_FLOOR_US);
 const PROBE_CAP_US: f64 = 200_000.0;
 
 /// Whether a bitmap's missing ranges are what a receiver sends: each non-empty, in

@@ -446,7 +446,9 @@ fn command_sources() -> Vec<(PathBuf, String)> {
         files.push(fixture(&format!("switch-config/src/{vendor}/push.rs")));
     }
     files.push(fixture("switch-config/src/push.rs"));
-    files.push(fixture("src/ssh.rs"));
+    for part in ["mod", "exchange"] {
+        files.push(fixture(&format!("src/ssh/{part}.rs")));
+    }
     files
         .into_iter()
         .map(|p| {

@@ -64,6 +64,18 @@ fn main() {
             unbounded_device_text,
         ),
         (
+            "switches_that_print_megabytes_of_warnings_are_read_whole",
+            chatty_switches,
+        ),
+        (
+            "a_command_that_answers_while_it_reads_gets_all_of_both",
+            answers_while_reading,
+        ),
+        (
+            "a_command_past_its_timeout_is_cut_off_even_while_it_prints",
+            command_timeout,
+        ),
+        (
             "an_interrupted_apply_leaves_switches_confirmed_or_rolled_back",
             interrupted,
         ),
@@ -746,6 +758,72 @@ fn unbounded_device_text() {
         .map(|e| e["device"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(finals.len(), 4, "{finals:?}");
+}
+
+/// Switches that answer every command with 4 MB of warnings on standard error (twice
+/// an SSH window) are changed like quiet ones, within a short command timeout: both
+/// streams are read as they come, neither waits for the other's end.
+fn chatty_switches() {
+    let fabric = Fabric::lab_base("chatty");
+    let plan = plan(&fabric);
+    for switch in &fabric.switches {
+        switch.device.set_faults(&["stderr: 4000000"]);
+    }
+    let out = fabric.apply(&["--command-timeout", "20"]);
+    assert_exit(&out, 0);
+    for switch in &fabric.switches {
+        assert_eq!(status_of(&out, &switch.name).0, "changed", "{}", text(&out));
+        assert_as_planned(&fabric, &plan, &switch.name);
+    }
+}
+
+/// A session to `fabric`'s SONiC switch (a real shell behind a real sshd), each
+/// command allowed `command_timeout`.
+fn sonic_session(fabric: &Fabric, command_timeout: Duration) -> mltctl::ssh::SshSession {
+    let inventory = mltctl::inventory::load(&fabric.inventory).unwrap();
+    let spine1 = inventory.switches.iter().find(|s| s.name == "spine1");
+    let options = mltctl::ssh::SshOptions {
+        known_hosts: fabric.known_hosts.clone(),
+        accept_new_host_keys: false,
+        connect_timeout: Duration::from_secs(10),
+        command_timeout,
+        recorded: Default::default(),
+    };
+    mltctl::ssh::SshSession::open(&spine1.unwrap().mgmt, &options).unwrap()
+}
+
+/// `cat` of 8 MB answers as it reads: its output fills the SSH window long before its
+/// input is all sent. Both go through, whole and in order.
+fn answers_while_reading() {
+    use switch_config::push::Session;
+    let fabric = Fabric::lab_base("echo");
+    let mut session = sonic_session(&fabric, Duration::from_secs(30));
+    let input: String = (0..200_000).map(|i| format!("line {i:>34}\n")).collect();
+    assert_eq!(input.len(), 8_000_000);
+    let cat = mlt_common::shell::ShellCommand::new("cat");
+    let out = Session::exec(&mut session, &cat, &input).unwrap();
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout == input, "cat's output differs from its input");
+}
+
+/// `--command-timeout` bounds a command from start to end: one that never ends is
+/// cut off at the timeout whether it is silent or keeps printing.
+fn command_timeout() {
+    use switch_config::push::Session;
+    let fabric = Fabric::lab_base("timeout");
+    let mut session = sonic_session(&fabric, Duration::from_secs(2));
+    for script in ["sleep 60", "while :; do echo still here; sleep 0.1; done"] {
+        let start = Instant::now();
+        let command = mlt_common::shell::ShellCommand::new("sh -c").arg(script);
+        let err = Session::exec(&mut session, &command, "").unwrap_err();
+        let took = start.elapsed();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{script}: {err}");
+        assert!(err.to_string().contains("did not end within 2s"), "{err}");
+        assert!(
+            took < Duration::from_secs(10),
+            "{script}: cut off after {took:?}"
+        );
+    }
 }
 
 /// Runs `mltctl apply` on `fabric` in the background.

@@ -21,6 +21,9 @@
 //! - `print: TEXT` — the switch prints TEXT (`\n` for a new line) after its running
 //!   configuration, whatever its configuration holds: a misbehaving or compromised
 //!   device;
+//! - `stderr: BYTES` — with every answer the switch prints about BYTES bytes of
+//!   warnings on its standard error, before its output: a chatty device (more than an
+//!   SSH window's worth stalls a client that reads standard output to its end first);
 //! - `pause: TEXT` — a command (or CLI script) containing TEXT first creates the file
 //!   `<device>/paused`, then waits (up to 60 s) until `<device>/resume` exists, then
 //!   runs: a test can act while a change is at a known step.
@@ -89,6 +92,9 @@ pub fn run(args: &[String]) -> i32 {
             out.stdout.push_str(&text);
         }
     }
+    let warning = "warning: this emulated switch was asked to be chatty\n";
+    let chatter = warning.repeat(device.faults().stderr_bytes.div_ceil(warning.len()));
+    eprint!("{chatter}");
     print!("{}", out.stdout);
     eprint!("{}", out.stderr);
     std::io::stdout().flush().ok();
@@ -132,6 +138,7 @@ pub struct Faults {
     ignore: Vec<String>,
     pause: Vec<String>,
     print: Vec<String>,
+    stderr_bytes: usize,
     pub drop_after_commit: bool,
 }
 
@@ -314,6 +321,8 @@ impl Device {
                 faults.ignore.push(t.to_string());
             } else if let Some(t) = line.strip_prefix("print: ") {
                 faults.print.push(t.replace("\\n", "\n"));
+            } else if let Some(t) = line.strip_prefix("stderr: ") {
+                faults.stderr_bytes = t.trim().parse().expect("stderr: a number of bytes");
             } else if let Some(t) = line.strip_prefix("pause: ") {
                 faults.pause.push(t.to_string());
             } else if line.trim() == "drop-after-commit" {

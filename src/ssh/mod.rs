@@ -4,7 +4,7 @@
 //! the ssh-agent. Passwords are never used, and no key or passphrase is ever printed.
 
 use std::fs::OpenOptions;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -15,6 +15,8 @@ use ssh2::{CheckResult, KnownHostFileKind, MethodType};
 use switch_config::push::{Output, Session};
 
 use crate::inventory::{KeyRef, Mgmt};
+
+mod exchange;
 
 /// How sessions are opened.
 #[derive(Debug)]
@@ -214,15 +216,12 @@ impl SshSession {
             None => channel.shell(),
         }
         .map_err(io::Error::from)?;
-        channel.write_all(input.as_bytes())?;
-        channel.send_eof().map_err(io::Error::from)?;
-        let stdout = read_bounded(&mut channel)?;
-        let stderr = read_bounded(&mut channel.stderr())?;
+        let printed = exchange::exchange(&self.session, &mut channel, input.as_bytes())?;
         channel.wait_close().map_err(io::Error::from)?;
         let status = channel.exit_status().map_err(io::Error::from)?;
         Ok(Output {
-            stdout,
-            stderr,
+            stdout: text(printed.stdout),
+            stderr: text(printed.stderr),
             status,
         })
     }
@@ -248,21 +247,9 @@ impl Session for SshSession {
 /// configuration, far below what would hurt mltctl or the machine it runs on.
 pub const MAX_OUTPUT_BYTES: u64 = 64 << 20;
 
-/// What `reader` sends, up to [`MAX_OUTPUT_BYTES`]; more is an error, never an
-/// allocation the device chooses.
-fn read_bounded(reader: &mut impl Read) -> io::Result<String> {
-    let mut bytes = Vec::new();
-    reader.take(MAX_OUTPUT_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_OUTPUT_BYTES {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "the device printed more than {MAX_OUTPUT_BYTES} bytes in answer to one command"
-            ),
-        ));
-    }
-    Ok(String::from_utf8(bytes)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+/// A device's output as text (invalid UTF-8 replaced, never refused).
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn millis(d: Duration) -> u32 {

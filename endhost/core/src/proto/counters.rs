@@ -74,7 +74,8 @@ impl Dropped {
 }
 
 /// Where the host's link time went, as the endpoint saw it between its polls: sending
-/// (or waiting for the line rate's next tokens), holding data back because every
+/// (the NIC still sending what it was handed, or waiting for the line rate's next
+/// tokens), holding data back because every
 /// destination's rate control said wait, or with nothing to send (waiting for a
 /// READY, a STOP, a probe's answer, or a peer's data for the next step).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]

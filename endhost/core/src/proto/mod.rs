@@ -847,6 +847,27 @@ mod tests {
         sent
     }
 
+    /// A burst handed over at once keeps the link busy for its wire time, though the
+    /// endpoint has nothing left to send the moment it is out.
+    #[test]
+    fn a_burst_counts_as_busy_while_the_nic_sends_it() {
+        let mut endpoint = endpoint(2, 10e9);
+        send(&mut endpoint, 1, 0, 12);
+        // Idle long enough that the pacer resumes with a batch: all 12 at once.
+        let (mut buf, at) = ([0u8; 2048], 5_000_000);
+        let burst = std::iter::from_fn(|| endpoint.poll_transmit(at, &mut buf)).count();
+        assert_eq!(burst, 12);
+        endpoint.poll_transmit(at + 1_000_000, &mut buf);
+        let link = endpoint.counters().link;
+        let wire_ns = 12 * endpoint.frame_bytes() as u64 * 8 / 10;
+        assert!(
+            link.busy_ns.abs_diff(wire_ns) <= 12,
+            "{link:?} vs {wire_ns} ns"
+        );
+        assert_eq!(link.busy_ns + link.idle_ns, at + 1_000_000, "{link:?}");
+        assert_eq!(link.rate_limited_ns, 0);
+    }
+
     #[test]
     fn a_peers_older_sends_go_first_and_peers_take_turns() {
         let mut endpoint = endpoint(3, 10e9);

@@ -198,6 +198,11 @@ impl NicQueue {
         self.clear_ns.clamp(now_ns, now_ns + self.most_ns)
     }
 
+    /// When the NIC has sent everything handed over so far.
+    pub fn clear_at(&self) -> u64 {
+        self.clear_ns
+    }
+
     /// A datagram of `wire_bytes` handed over `now`.
     pub fn hand_over(&mut self, now_ns: u64, wire_bytes: usize, line_bps: f64) {
         self.clear_ns = self.departs_at(now_ns) + (wire_bytes as f64 * 8e9 / line_bps) as u64;

@@ -112,16 +112,24 @@ impl Endpoint {
         None
     }
 
-    /// Counts the time since the last poll as what the link was doing then.
+    /// Counts the time since the last poll as what the link was doing then. A burst
+    /// handed over in one poll keeps the NIC sending after the endpoint has nothing
+    /// left: that time is busy too, whatever the endpoint waits for meanwhile.
     fn account(&mut self, now: u64) {
-        let elapsed = now.saturating_sub(self.activity_since);
+        let since = self.activity_since;
+        let elapsed = now.saturating_sub(since);
         self.activity_since = now;
+        let sending = match self.activity {
+            Activity::Busy => elapsed,
+            _ => self.nic.clear_at().clamp(since, now.max(since)) - since,
+        };
         let link = &mut self.counters.link;
-        *match self.activity {
-            Activity::Busy => &mut link.busy_ns,
-            Activity::RateLimited => &mut link.rate_limited_ns,
-            Activity::Idle => &mut link.idle_ns,
-        } += elapsed;
+        link.busy_ns += sending;
+        match self.activity {
+            Activity::Busy => {}
+            Activity::RateLimited => link.rate_limited_ns += elapsed - sending,
+            Activity::Idle => link.idle_ns += elapsed - sending,
+        }
     }
 
     /// Bytes a full data packet takes on the link.

@@ -12,29 +12,41 @@ use ssh2::{BlockDirections, Channel, Session};
 
 use super::MAX_OUTPUT_BYTES;
 
-/// What a command printed: its standard output and standard error.
+/// What a command printed, and how it ended.
 pub(super) struct Printed {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    pub status: i32,
 }
 
 /// Writes `input` (then end of file) to `channel`'s command while reading what it
-/// prints, until both of its output streams have ended; each at most
-/// [`MAX_OUTPUT_BYTES`]. The session's timeout (if it has one) bounds the whole
-/// exchange: a device that trickles bytes forever is cut off like a silent one. A
-/// command that ends without reading all of its input is not an error: what it
-/// printed is its answer.
+/// prints, until both of its output streams have ended and the channel has closed;
+/// each stream at most [`MAX_OUTPUT_BYTES`]. The session's timeout (if it has one)
+/// bounds the whole exchange: a device that trickles bytes forever is cut off like a
+/// silent one. A command that ends without reading all of its input is not an error:
+/// what it printed is its answer.
 pub(super) fn exchange(
     session: &Session,
     channel: &mut Channel,
     input: &[u8],
 ) -> io::Result<Printed> {
-    let timeout = match session.timeout() {
-        0 => None,
-        ms => Some(Duration::from_millis(u64::from(ms))),
-    };
+    let deadline = Deadline::of(session);
     session.set_blocking(false);
-    let printed = pump(session, channel, input, timeout);
+    let mut writer = Writer::default();
+    let printed = pump(session, channel, input, &mut writer, &deadline);
+    if writer.half_sent {
+        // libssh2 sends nothing else (a close included) before that packet's end.
+        writer.finish(session, channel, input, &deadline);
+    }
+    let printed = printed.and_then(|(stdout, stderr)| {
+        until_ready(session, &deadline, || channel.wait_close())?;
+        let status = channel.exit_status().map_err(io::Error::from)?;
+        Ok(Printed {
+            stdout,
+            stderr,
+            status,
+        })
+    });
     session.set_blocking(true);
     printed
 }
@@ -43,57 +55,135 @@ fn pump(
     session: &Session,
     channel: &mut Channel,
     input: &[u8],
-    timeout: Option<Duration>,
-) -> io::Result<Printed> {
-    let mut written = 0;
-    let mut eof_sent = false;
+    writer: &mut Writer,
+    deadline: &Deadline,
+) -> io::Result<(Vec<u8>, Vec<u8>)> {
     let mut stdout = Collected::default();
     let mut stderr = Collected::default();
     let mut buf = vec![0u8; 32 << 10];
-    let deadline = timeout.map(|timeout| (Instant::now() + timeout, timeout));
     loop {
-        let mut progress = false;
-        if written < input.len() {
-            match channel.write(&input[written..]) {
-                Ok(n) => {
-                    written += n;
-                    progress |= n > 0;
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-        } else if !eof_sent {
-            match channel.send_eof().map_err(io::Error::from) {
-                Ok(()) => {
-                    eof_sent = true;
-                    progress = true;
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-        }
+        let mut progress = writer.step(channel, input)?;
         progress |= stdout.read_from(&mut channel.stream(0), &mut buf)?;
         progress |= stderr.read_from(&mut channel.stderr(), &mut buf)?;
         if stdout.ended && stderr.ended {
-            return Ok(Printed {
-                stdout: stdout.bytes,
-                stderr: stderr.bytes,
-            });
+            return Ok((stdout.bytes, stderr.bytes));
         }
-        let left = match deadline {
-            Some((at, timeout)) => at
-                .checked_duration_since(Instant::now())
-                .filter(|left| !left.is_zero())
-                .ok_or_else(|| {
-                    io::Error::new(
-                        ErrorKind::TimedOut,
-                        format!("the command did not end within {timeout:?}"),
-                    )
-                })?,
-            None => Duration::MAX,
-        };
-        if !progress {
+        let left = deadline.left()?;
+        // Reading one stream takes in what came for the other: look again before
+        // waiting on a socket that libssh2 has already emptied.
+        if !progress && channel.read_window().available == 0 {
             wait(session, left)?;
+        }
+    }
+}
+
+/// The input's side of an exchange.
+#[derive(Default)]
+struct Writer {
+    written: usize,
+    eof_sent: bool,
+    /// The last write left a packet partly on the socket: libssh2 finishes it only
+    /// when the same write is called again.
+    half_sent: bool,
+}
+
+impl Writer {
+    /// Writes what the channel takes now; whether anything went.
+    fn step(&mut self, channel: &mut Channel, input: &[u8]) -> io::Result<bool> {
+        if self.written < input.len() {
+            match channel.write(&input[self.written..]) {
+                Ok(n) => {
+                    self.written += n;
+                    self.half_sent = false;
+                    Ok(n > 0)
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    // A full window sends nothing; a full socket leaves a packet begun.
+                    self.half_sent = channel.write_window().remaining > 0;
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
+        } else if !self.eof_sent {
+            match channel.send_eof().map_err(io::Error::from) {
+                Ok(()) => {
+                    self.eof_sent = true;
+                    Ok(true)
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+                Err(e) => Err(e),
+            }
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Sends the rest of a packet begun, within the exchange's time (a second at least:
+    /// the socket, not the device, held it).
+    fn finish(
+        &mut self,
+        session: &Session,
+        channel: &mut Channel,
+        input: &[u8],
+        deadline: &Deadline,
+    ) {
+        let until = deadline
+            .at
+            .map_or(Instant::now() + Duration::from_secs(1), |at| {
+                at.max(Instant::now() + Duration::from_secs(1))
+            });
+        while self.half_sent && Instant::now() < until {
+            if !matches!(self.step(channel, input), Ok(false)) {
+                return;
+            }
+            if self.half_sent {
+                let _ = wait(session, until.saturating_duration_since(Instant::now()));
+            }
+        }
+    }
+}
+
+/// When the exchange must end, from the session's timeout.
+struct Deadline {
+    at: Option<Instant>,
+    timeout: Duration,
+}
+
+impl Deadline {
+    fn of(session: &Session) -> Deadline {
+        let timeout = Duration::from_millis(u64::from(session.timeout()));
+        Deadline {
+            at: (!timeout.is_zero()).then(|| Instant::now() + timeout),
+            timeout,
+        }
+    }
+
+    /// The time left, or the error of its end.
+    fn left(&self) -> io::Result<Duration> {
+        let Some(at) = self.at else {
+            return Ok(Duration::MAX);
+        };
+        at.checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+            .ok_or_else(|| {
+                io::Error::new(
+                    ErrorKind::TimedOut,
+                    format!("the command did not end within {:?}", self.timeout),
+                )
+            })
+    }
+}
+
+/// Repeats `call` until it no longer would block, waiting on the socket between tries.
+fn until_ready(
+    session: &Session,
+    deadline: &Deadline,
+    mut call: impl FnMut() -> Result<(), ssh2::Error>,
+) -> io::Result<()> {
+    loop {
+        match call().map_err(io::Error::from) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait(session, deadline.left()?)?,
+            done => return done,
         }
     }
 }

@@ -217,12 +217,10 @@ impl SshSession {
         }
         .map_err(io::Error::from)?;
         let printed = exchange::exchange(&self.session, &mut channel, input.as_bytes())?;
-        channel.wait_close().map_err(io::Error::from)?;
-        let status = channel.exit_status().map_err(io::Error::from)?;
         Ok(Output {
             stdout: text(printed.stdout),
             stderr: text(printed.stderr),
-            status,
+            status: printed.status,
         })
     }
 }

@@ -76,6 +76,10 @@ fn main() {
             command_timeout,
         ),
         (
+            "a_command_that_stops_reading_its_input_answers_and_the_session_goes_on",
+            stops_reading,
+        ),
+        (
             "an_interrupted_apply_leaves_switches_confirmed_or_rolled_back",
             interrupted,
         ),
@@ -804,6 +808,27 @@ fn answers_while_reading() {
     let out = Session::exec(&mut session, &cat, &input).unwrap();
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(out.stdout == input, "cat's output differs from its input");
+}
+
+/// A command that exits having read little of 8 MB of input answers with what it
+/// printed, at once, and the session carries the next command: no packet is left half
+/// sent on it.
+fn stops_reading() {
+    use switch_config::push::Session;
+    let fabric = Fabric::lab_base("stops-reading");
+    let mut session = sonic_session(&fabric, Duration::from_secs(20));
+    let input = "x".repeat(8_000_000);
+    for _ in 0..3 {
+        let start = Instant::now();
+        let head = mlt_common::shell::ShellCommand::new("head -c 10");
+        let out = Session::exec(&mut session, &head, &input).unwrap();
+        assert_eq!((out.status, out.stdout.as_str()), (0, "xxxxxxxxxx"));
+        let echo = mlt_common::shell::ShellCommand::new("echo still here");
+        let out = Session::exec(&mut session, &echo, "").unwrap();
+        assert_eq!(out.stdout, "still here\n");
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+    }
 }
 
 /// `--command-timeout` bounds a command from start to end: one that never ends is

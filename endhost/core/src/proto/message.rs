@@ -110,6 +110,10 @@ pub(super) struct Incoming {
     /// (the probe takes the control channel's strict-priority queue past the data): it
     /// is answered when that packet lands, or at this deadline.
     pub(super) held_probe: Option<u64>,
+    /// A probe was answered: later probes come after the sender's resends have had
+    /// time to land, and the last packet may never be asked for again (p > 0), so
+    /// they are answered at once.
+    pub(super) answered: bool,
     pub(super) done: bool,
 }
 

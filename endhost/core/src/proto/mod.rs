@@ -418,6 +418,7 @@ impl Endpoint {
                 may_end_early: loss_bound > 0.0,
                 pass_over_at: None,
                 held_probe: None,
+                answered: false,
                 done: false,
             },
         );
@@ -579,6 +580,7 @@ impl Endpoint {
             return;
         };
         recv.held_probe = None;
+        recv.answered = true;
         self.counters.bitmaps_sent += 1;
         let missing = recv.missing(recv.wanted(self.payload_elems));
         self.control.push_back((
@@ -657,7 +659,7 @@ impl Endpoint {
                 };
                 let recv = self.recvs.get_mut(&handle).expect("a live receive");
                 recv.pass_over_at.get_or_insert(now);
-                if recv.has_last() {
+                if recv.answered || recv.has_last() {
                     self.answer_probe(handle);
                 } else if recv.held_probe.is_none() {
                     // Its bitmap now would ask again for the packets still in flight.
@@ -1235,6 +1237,26 @@ mod tests {
         receiver.handle_timeout(10_000_000);
         assert_eq!(answers(&mut receiver), []);
         assert_eq!(receiver.counters().bitmaps_sent, 0);
+    }
+
+    /// Only the first probe waits for the last packet: by the next, the sender's resends
+    /// have had time to land, and a receive with a loss bound may never ask for the
+    /// last packet at all.
+    #[test]
+    fn a_probe_after_an_answer_is_answered_at_once() {
+        let (mut receiver, datagrams) = first_pass(10, 0.0);
+        deliver(&mut receiver, &datagrams, 1_000, (0..9).filter(|&s| s != 3));
+        receiver.handle_control(2_000, 1, Control::Probe(id(0)));
+        let deadline = receiver.next_timeout().expect("the hold's deadline");
+        receiver.handle_timeout(deadline);
+        assert_eq!(answers(&mut receiver).len(), 1);
+        receiver.handle_control(deadline + 1_000_000, 1, Control::Probe(id(0)));
+        let both = Control::Bitmap {
+            id: id(0),
+            missing: vec![(3, 1), (9, 1)],
+        };
+        assert_eq!(answers(&mut receiver), [both]);
+        assert_eq!(receiver.counters().probes_held, 1);
     }
 
     /// A probe after the last packet landed is answered at once.

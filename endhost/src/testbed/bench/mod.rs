@@ -58,7 +58,8 @@ pub struct SystemResult {
 /// carried.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct TimeSplit {
-    /// Sending, or waiting for the line rate's next tokens.
+    /// Sending (the NIC still sending what it was handed included), or waiting for the
+    /// line rate's next tokens.
     pub busy: f64,
     /// Data held back by every destination's rate control.
     pub rate_limited: f64,

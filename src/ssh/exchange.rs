@@ -61,6 +61,7 @@ fn pump(
     let mut stdout = Collected::default();
     let mut stderr = Collected::default();
     let mut buf = vec![0u8; 32 << 10];
+    let mut looked_again = false;
     loop {
         let mut progress = writer.step(channel, input)?;
         progress |= stdout.read_from(&mut channel.stream(0), &mut buf)?;
@@ -69,9 +70,15 @@ fn pump(
             return Ok((stdout.bytes, stderr.bytes));
         }
         let left = deadline.left()?;
-        // Reading one stream takes in what came for the other: look again before
-        // waiting on a socket that libssh2 has already emptied.
-        if !progress && channel.read_window().available == 0 {
+        // Reading one stream takes in what came for the other: look again (once: data
+        // of a stream no one reads would have it look forever) before waiting on a
+        // socket that libssh2 may have emptied already.
+        if progress {
+            looked_again = false;
+        } else if channel.read_window().available > 0 && !looked_again {
+            looked_again = true;
+        } else {
+            looked_again = false;
             wait(session, left)?;
         }
     }

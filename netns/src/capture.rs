@@ -72,6 +72,20 @@ pub fn capture(ns: &str, iface: &str, limit: Duration) -> Capture {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
+        // Room for every frame of a test's traffic: the default (~100 frames) overflowed
+        // while a loaded machine kept this thread from reading, and the kernel drops
+        // what does not fit.
+        let room: libc::c_int = 64 << 20;
+        // SAFETY: setting the receive buffer from an int (root may exceed rmem_max).
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&room as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
         let timeout = libc::timeval {
             tv_sec: 0,
             tv_usec: 100_000,

@@ -321,8 +321,11 @@ impl Device {
                 faults.ignore.push(t.to_string());
             } else if let Some(t) = line.strip_prefix("print: ") {
                 faults.print.push(t.replace("\\n", "\n"));
-            } else if let Some(t) = line.strip_prefix("stderr: ") {
-                faults.stderr_bytes = t.trim().parse().expect("stderr: a number of bytes");
+            } else if let Some(bytes) = line
+                .strip_prefix("stderr: ")
+                .and_then(|t| t.trim().parse().ok())
+            {
+                faults.stderr_bytes = bytes;
             } else if let Some(t) = line.strip_prefix("pause: ") {
                 faults.pause.push(t.to_string());
             } else if line.trim() == "drop-after-commit" {

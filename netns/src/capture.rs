@@ -34,6 +34,21 @@ impl Capture {
     }
 }
 
+/// Sets the socket-level `option` to `value` (plain data of the type the option takes).
+fn set_option<T>(socket: &OwnedFd, option: libc::c_int, value: &T) {
+    // SAFETY: `value` is valid for its size for the call; the caller gives the type the
+    // option takes.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        )
+    };
+}
+
 /// Captures the frames seen on interface `iface` of namespace `ns` (both directions)
 /// until [`Capture::finish`], or for `limit` at most.
 pub fn capture(ns: &str, iface: &str, limit: Duration) -> Capture {
@@ -74,32 +89,14 @@ pub fn capture(ns: &str, iface: &str, limit: Duration) -> Capture {
         }
         // Room for every frame of a test's traffic: the default (~100 frames) overflowed
         // while a loaded machine kept this thread from reading, and the kernel drops
-        // what does not fit.
+        // what does not fit (root may exceed rmem_max).
         let room: libc::c_int = 64 << 20;
-        // SAFETY: setting the receive buffer from an int (root may exceed rmem_max).
-        unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&room as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
+        set_option(&socket, libc::SO_RCVBUFFORCE, &room);
         let timeout = libc::timeval {
             tv_sec: 0,
             tv_usec: 100_000,
         };
-        // SAFETY: setting a receive timeout from a timeval.
-        unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as u32,
-            )
-        };
+        set_option(&socket, libc::SO_RCVTIMEO, &timeout);
         let mut frames = Vec::new();
         let mut buf = vec![0u8; 65_536];
         let end = std::time::Instant::now() + limit;

@@ -716,21 +716,15 @@ impl Endpoint {
             .min()
             .map(|at| at.max(self.link.ready_at(self.config.line_bps, bytes)));
         let grace = self.early_exit_grace_ns();
-        let early_exits = self
-            .recvs
-            .values()
-            .filter(|r| self.config.early_exit && r.may_end_early && !r.done)
-            .filter_map(move |r| r.pass_over_at.map(|at| at + grace));
-        let held_probes = self
-            .recvs
-            .values()
-            .filter(|r| !r.done)
-            .filter_map(|r| r.held_probe);
-        probes
-            .chain(pacing)
-            .chain(early_exits)
-            .chain(held_probes)
-            .min()
+        // One pass over the receives (this runs at every poll): an early exit's
+        // deadline and a held probe's.
+        let receives = self.recvs.values().filter(|r| !r.done).flat_map(|r| {
+            let early_exit = (self.config.early_exit && r.may_end_early)
+                .then(|| r.pass_over_at.map(|at| at + grace))
+                .flatten();
+            [early_exit, r.held_probe].into_iter().flatten()
+        });
+        probes.chain(pacing).chain(receives).min()
     }
 
     /// Repeats probes that got no answer in time, answers probes held for a last

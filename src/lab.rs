@@ -21,6 +21,9 @@ pub struct LabShape {
     pub vendors: Vec<Vendor>,
     pub rate_mbps: u64,
     pub buffer_bytes: Option<u64>,
+    /// The fabric's MTU: every host NIC's, the transport's packets and the plan's
+    /// frames.
+    pub mtu: u16,
 }
 
 /// Writes the lab's inventory to `dir/inventory.yaml` (logging in as root with the key
@@ -49,10 +52,12 @@ pub fn inventory(name: &str, dir: &Path, key: &Path, shape: &LabShape) -> Result
     // machine, where a datacenter fabric has microseconds); DPDK (--datapath dpdk) over
     // the hosts' veth NICs.
     let speed = format!("speed: {}M", shape.rate_mbps);
+    let mtu = format!("\n  mtu: {}\n", shape.mtu);
     let mut yaml = yaml;
     for (from, to) in [
         ("speed: 100G", speed.as_str()),
         ("speed: 400G", speed.as_str()),
+        ("\n  mtu: 1500\n", mtu.as_str()),
         (
             "  collective: ring\n",
             "  collective: ring\n  rate_control: {t_low_us: 2000, t_high_us: 20000}\n  \

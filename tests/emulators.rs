@@ -27,7 +27,7 @@ fn every_emulation_reads_back_the_queueing_the_plan_renders() {
             &scratch.join(&intent.name),
             &vendor,
             &rendered,
-            std::path::Path::new("/usr/bin/mltctl"),
+            std::path::Path::new(env!("CARGO_BIN_EXE_mltctl-lab-switch")),
         );
         let qos = device.qos();
         for port in &intent.qos.ports {
@@ -109,7 +109,7 @@ fn switch_wide_knobs_that_stop_dropping_not_ect_are_shown_and_removed() {
             &scratch_dir.path().join(vendor),
             vendor,
             &running,
-            std::path::Path::new("/usr/bin/mltctl"),
+            std::path::Path::new(env!("CARGO_BIN_EXE_mltctl-lab-switch")),
         );
         let port = &intent.qos.ports[0];
         let gradient = intent
@@ -197,7 +197,7 @@ fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
             &scratch.join("devices").join(name),
             intent.vendor.as_str(),
             &switch_config::render(intent).unwrap(),
-            std::path::Path::new("/usr/bin/mltctl"),
+            std::path::Path::new(env!("CARGO_BIN_EXE_mltctl-lab-switch")),
         );
         let ports: serde_json::Map<String, serde_json::Value> = intent
             .qos
@@ -335,9 +335,9 @@ fn every_emulation_prints_the_forwarders_counters_in_its_vendors_form() {
 fn the_emulated_nvue_patches_what_its_commands_set() {
     let scratch_dir = mlt_common::files::scratch_dir("mltctl-nvue-patch-").unwrap();
     let scratch = scratch_dir.path();
-    let mltctl = std::path::Path::new("/usr/bin/mltctl");
+    let emulator = std::path::Path::new(env!("CARGO_BIN_EXE_mltctl-lab-switch"));
     let words = |line: &str| -> Vec<String> { line.split_whitespace().map(String::from).collect() };
-    let by_commands = Device::install(&scratch.join("commands"), "cumulus", "", mltctl);
+    let by_commands = Device::install(&scratch.join("commands"), "cumulus", "", emulator);
     for line in [
         "nv set qos congestion-control default-global traffic-class 2,3 min-threshold 150000",
         "nv set qos congestion-control default-global traffic-class 2,3 ecn enable",
@@ -377,7 +377,7 @@ fn the_emulated_nvue_patches_what_its_commands_set() {
     let file = scratch.join("patch.yaml");
     std::fs::write(&file, patch).unwrap();
     let file = file.to_str().unwrap();
-    let by_patch = Device::install(&scratch.join("patch"), "cumulus", "", mltctl);
+    let by_patch = Device::install(&scratch.join("patch"), "cumulus", "", emulator);
     let patched = by_patch.run(&words(&format!("nv config patch {file}")), "");
     assert_eq!(patched.status, 0, "{patched:?}");
     let diff = |device: &Device| device.run(&words("nv config diff -o commands"), "").stdout;
@@ -390,7 +390,7 @@ fn the_emulated_nvue_patches_what_its_commands_set() {
 
     // Refused, the pending revision unchanged: a relative path, a file that is not YAML
     // or not a list of operations, a setting the switch rejects.
-    let refused = Device::install(&scratch.join("refused"), "cumulus", "", mltctl);
+    let refused = Device::install(&scratch.join("refused"), "cumulus", "", emulator);
     refused.set_faults(&["reject: via blackhole"]);
     let write = |name: &str, text: &str| {
         let path = scratch.join(name);

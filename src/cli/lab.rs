@@ -42,7 +42,6 @@ pub enum LabCommand {
     /// RED, at the port rate: a baseline to measure against) or back on. The switches'
     /// configurations are not touched.
     Qos(QosArgs),
-    Emulate(EmulateArgs),
     Forward(ForwardArgs),
 }
 
@@ -135,15 +134,6 @@ pub struct StatusArgs {
     pub prometheus: bool,
 }
 
-/// Run one command of an emulated switch (its SSH server runs this; not for people).
-#[derive(clap::Args)]
-#[command(hide = true)]
-pub struct EmulateArgs {
-    /// The switch's command and its arguments (the switch's directory is $MLT_DEVICE).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
-    pub command: Vec<String>,
-}
-
 pub fn run(args: Args) -> Result<(), Failure> {
     match args.command {
         LabCommand::Up(args) => up(args),
@@ -171,10 +161,6 @@ pub fn run(args: Args) -> Result<(), Failure> {
             mltctl_lab::forwarder::run(&args.dir.dir).context("lab forward")?;
             Ok(())
         }
-        LabCommand::Emulate(args) => {
-            let status = mltctl_lab::emulator::run(&args.command);
-            std::process::exit(status)
-        }
     }
 }
 
@@ -196,14 +182,19 @@ fn lab_buffer(text: &str) -> Result<Size, String> {
     Ok(size)
 }
 
+/// The emulated switches' commands, installed next to mltctl.
+const SWITCH_BINARY: &str = "mltctl-lab-switch";
+
 fn up(args: UpArgs) -> Result<(), Failure> {
     let dir = std::path::absolute(&args.dir.dir).context("cannot resolve --dir")?;
+    let mltctl = std::env::current_exe().context("cannot find mltctl's own path")?;
     let spec = Spec {
         name: args.name.clone(),
         dir: dir.clone(),
         rate_mbps: args.rate.mbps(),
         buffer_bytes: args.buffer.map(Size::bytes),
-        mltctl: std::env::current_exe().context("cannot find mltctl's own path")?,
+        switch: mltctl.with_file_name(SWITCH_BINARY),
+        mltctl,
     };
     let shape = LabShape {
         spines: args.spines,

@@ -100,7 +100,7 @@ impl Fabric {
             let name = switch.name.clone();
             let vendor = switch.vendor.to_string();
             let device_dir = fabric.dir.join("devices").join(&name);
-            let device = Device::install(&device_dir, &vendor, &initial(&name), mltctl());
+            let device = Device::install(&device_dir, &vendor, &initial(&name), emulator());
             let host_key = device_dir.join("ssh_host_ed25519_key");
             keygen(&host_key, "");
             let public = std::fs::read_to_string(host_key.with_extension("pub")).unwrap();
@@ -194,7 +194,7 @@ impl Fabric {
                 &switch.device.dir,
                 &switch.vendor,
                 &initial(&switch.name),
-                mltctl(),
+                emulator(),
             );
         }
     }
@@ -281,9 +281,9 @@ impl Drop for Fabric {
     }
 }
 
-/// The mltctl the emulated switches run.
-fn mltctl() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mltctl"))
+/// The binary the emulated switches' commands run.
+fn emulator() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mltctl-lab-switch"))
 }
 
 pub fn root() -> &'static Path {

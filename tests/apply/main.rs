@@ -1,5 +1,5 @@
 //! `mltctl apply` against real OpenSSH servers, each in front of an emulated switch
-//! (the lab's, `mltctl_lab::emulator`: the switches' commands run `mltctl lab emulate`).
+//! (the lab's, `mltctl_lab::emulator`: the switches' commands run `mltctl-lab-switch`).
 
 #[path = "../common/mod.rs"]
 mod common;

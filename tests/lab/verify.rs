@@ -60,8 +60,7 @@ fn verify_with(lab: &Lab, limit: &str, more: &[&str]) -> Run {
 
 /// Runs a script through an emulated switch's own command, as its CLI would.
 fn emulate(lab: &Lab, switch: &str, args: &[&str], stdin: &str) {
-    let mut child = Command::new(mltctl())
-        .args(["lab", "emulate"])
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mltctl-lab-switch"))
         .args(args)
         .env("MLT_DEVICE", lab.dir.join("devices").join(switch))
         .stdin(std::process::Stdio::piped())

@@ -3,10 +3,10 @@
 //!
 //! - SONiC and Cumulus are Linux: their login shell is a real shell, with the vendor
 //!   commands (`sonic-cfggen`, `config`, `systemd-run`, `systemctl`, `sudo`; `nv`) put
-//!   first on its PATH. Those commands are small scripts that run `mltctl lab emulate
-//!   NAME ARGS...`.
-//! - EOS and Onyx log in to their CLI: sshd's ForceCommand runs `mltctl lab emulate
-//!   cli`, which reads commands from standard input (or the one exec'd command).
+//!   first on its PATH. Those commands are links to one small binary,
+//!   `mltctl-lab-switch`, which runs the command it was called as.
+//! - EOS and Onyx log in to their CLI: sshd's ForceCommand runs the switch's `cli`,
+//!   which reads commands from standard input (or the one exec'd command).
 //!
 //! The semantics follow the vendors' documentation (see each module); where mltctl's
 //! own parsers could be reused, they are not — the emulation is an independent model.
@@ -37,7 +37,6 @@ pub mod sonic;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -59,9 +58,28 @@ const TIMER_FLAG: &str = "--emulator-timer";
 /// The file that marks a switch with a data plane.
 const DATAPLANE: &str = "dataplane";
 
+/// Runs the command this process was started as and returns its exit status. A
+/// switch's `bin/NAME` is a link to the emulator's binary, so the name it was called by
+/// is the command; called by its own name, the first argument is (or a timer's flag).
+pub fn run_as_called(argv: &[String]) -> i32 {
+    let called = argv
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .filter(|n| COMMANDS.contains(n));
+    match called {
+        Some(name) => {
+            let mut args = vec![name.to_string()];
+            args.extend_from_slice(&argv[1..]);
+            run(&args)
+        }
+        None => run(argv.get(1..).unwrap_or_default()),
+    }
+}
+
 /// Runs one command of an emulated switch (`args[0]` is its name, or a timer's flag)
 /// and returns its exit status.
-pub fn run(args: &[String]) -> i32 {
+fn run(args: &[String]) -> i32 {
     if args.first().map(String::as_str) == Some(TIMER_FLAG) {
         return run_timer(&args[1..]);
     }
@@ -167,23 +185,18 @@ impl Device {
         }
     }
 
-    /// Creates an emulated switch of `vendor` in `dir` (which holds `bin/` for its
-    /// commands, each running `mltctl lab emulate` of the mltctl at `mltctl`) running
-    /// `initial` — a configuration in the vendor's own form.
-    pub fn install(dir: &Path, vendor: &str, initial: &str, mltctl: &Path) -> Device {
+    /// Creates an emulated switch of `vendor` in `dir` running `initial` — a
+    /// configuration in the vendor's own form. `dir/bin/` holds its commands: links to
+    /// `emulator`, the `mltctl-lab-switch` binary (an absolute path). Links, not scripts
+    /// that exec it: a command then costs one small program's start, not a shell's too.
+    pub fn install(dir: &Path, vendor: &str, initial: &str, emulator: &Path) -> Device {
+        assert!(emulator.is_absolute(), "{} is absolute", emulator.display());
         fs::create_dir_all(dir.join("bin")).unwrap();
         fs::write(dir.join("vendor"), vendor).unwrap();
-        let program = mltctl.to_str().filter(|p| !p.contains('\''));
-        let program = program.expect("mltctl's path is text without a single quote");
         for name in COMMANDS {
-            let script = dir.join("bin").join(name);
-            let _ = fs::remove_file(&script);
-            fs::write(
-                &script,
-                format!("#!/bin/sh\nexec '{program}' lab emulate {name} \"$@\"\n"),
-            )
-            .unwrap();
-            fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+            let command = dir.join("bin").join(name);
+            let _ = fs::remove_file(&command);
+            std::os::unix::fs::symlink(emulator, &command).unwrap();
         }
         let device = Device::at(dir);
         match vendor {
@@ -436,14 +449,7 @@ impl Device {
         // reaps it.
         #[allow(clippy::zombie_processes)]
         Command::new(std::env::current_exe().unwrap())
-            .args([
-                "lab",
-                "emulate",
-                TIMER_FLAG,
-                self.dir.to_str().unwrap(),
-                name,
-                &token,
-            ])
+            .args([TIMER_FLAG, self.dir.to_str().unwrap(), name, &token])
             .arg(seconds.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -54,7 +54,7 @@ pub(super) fn build(
             &dir,
             &switch.vendor.to_string(),
             &empty_config(switch.vendor),
-            &spec.mltctl,
+            &spec.switch,
         );
         // Empty, it runs no route yet; its first command that changes one installs it.
         device.enable_dataplane();

@@ -62,8 +62,10 @@ pub struct Spec {
     pub rate_mbps: u64,
     /// What each port may queue; None: 4 MiB per port.
     pub buffer_bytes: Option<u64>,
-    /// The mltctl the emulated switches run.
+    /// The mltctl that runs the lab's forwarder.
     pub mltctl: PathBuf,
+    /// The binary the emulated switches' commands run (`mltctl-lab-switch`).
+    pub switch: PathBuf,
 }
 
 /// What a lab is made of: switches and their ports, racks, hosts and cables.
@@ -331,7 +333,14 @@ fn preflight(spec: &Spec) -> Result<(), LabError> {
         )));
     }
     // Paths go into sshd's configuration, shell scripts and YAML as they are.
-    for path in [&spec.dir, &spec.mltctl] {
+    if !spec.switch.is_file() {
+        return Err(LabError::Refused(format!(
+            "{} is missing: the emulated switches' commands are a binary of their own, built \
+             and installed next to mltctl (`cargo build --release` builds both)",
+            spec.switch.display()
+        )));
+    }
+    for path in [&spec.dir, &spec.mltctl, &spec.switch] {
         if !plain_path(path) {
             return Err(LabError::Refused(format!(
                 "{}: the lab's paths may hold only letters, digits, `/`, `.`, `_` and `-`",

@@ -9,6 +9,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    mltctl::parallel::one_malloc_arena_per_cpu();
     let result = match Cli::parse().command {
         Command::Validate(args) => cli::validate::run(args),
         Command::Plan(args) => cli::plan::run(args),

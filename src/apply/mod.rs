@@ -465,6 +465,7 @@ impl Change<'_> {
             .get_running(t)
             .map_err(|e| Failure::Read(Cause::Read(e)))?;
         result.before_sha256 = Some(sha256(&before));
+        let on_cpu = parallel::computing();
         let diff = self
             .wanted(&before)
             .map_err(|e| Failure::Read(Cause::Plan(e)))?;
@@ -472,6 +473,7 @@ impl Change<'_> {
         if !self.options.check {
             result.owned_before = switch_config::owned(self.intent(), &before).ok();
         }
+        drop(on_cpu);
         self.before = before;
         result.changes = diff.changes;
         result.commands = diff.commands;
@@ -513,17 +515,22 @@ impl Change<'_> {
         );
         pending.map_err(|e| Failure::AfterCommit(Cause::Journal(e)))?;
         let after = after.map_err(|e| Failure::AfterCommit(Cause::ReadBack(e)))?;
+        let on_cpu = parallel::computing();
         let left = self
             .wanted(&after)
             .map_err(|e| Failure::AfterCommit(Cause::ReadBackPlan(e)))?
             .changes;
+        drop(on_cpu);
         if !left.is_empty() {
             return Err(Failure::AfterCommit(Cause::Verify(left)));
         }
         if interrupt::requested() {
             return Err(Failure::AfterCommit(Cause::Interrupted { at: "confirm" }));
         }
-        result.owned_after = switch_config::owned(self.intent(), &after).ok();
+        result.owned_after = {
+            let _on_cpu = parallel::computing();
+            switch_config::owned(self.intent(), &after).ok()
+        };
         result.after_sha256 = Some(sha256(&after));
         if self.options.confirm == Confirm::Manual {
             result.unconfirmed = Some(journal::pending_note(

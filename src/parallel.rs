@@ -60,13 +60,59 @@ pub fn run<T: Sync, R: Send>(
 }
 
 /// At most `limit` holders at once (as many as the machine has CPUs, for
-/// [`CpuGate::cpus`]): the computing steps of work that mostly waits on devices (a
-/// switch's diff), so that their working memory follows the CPUs rather than the forks.
-/// Never held across a wait on a device: that would stall the other forks.
+/// [`CpuGate::cpus`]), let in in the order they came: the computing steps of work that
+/// mostly waits on devices (a switch's diff), so that their working memory follows the
+/// CPUs rather than the forks. Never held across a wait on a device: that would stall
+/// the other forks. First come, first in: a switch's check after its commit, with its
+/// revert timer running, is not overtaken by diffs that came later.
 pub struct CpuGate {
-    busy: Mutex<usize>,
-    freed: Condvar,
-    limit: usize,
+    turns: Mutex<Turns>,
+    moved: Condvar,
+    limit: u64,
+}
+
+struct Turns {
+    /// Tickets given out: the next comer's is this.
+    given: u64,
+    /// Places given back.
+    left: u64,
+}
+
+/// A place at a [`CpuGate`], given back when dropped.
+pub struct OnCpu<'a>(&'a CpuGate);
+
+impl CpuGate {
+    pub fn new(limit: usize) -> CpuGate {
+        CpuGate {
+            turns: Mutex::new(Turns { given: 0, left: 0 }),
+            moved: Condvar::new(),
+            limit: limit.max(1) as u64,
+        }
+    }
+
+    pub fn cpus() -> CpuGate {
+        CpuGate::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// Waits for a place: ticket `t` goes in once all but `limit - 1` of the tickets
+    /// before it have left.
+    pub fn enter(&self) -> OnCpu<'_> {
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        let ticket = turns.given;
+        turns.given += 1;
+        while ticket >= turns.left + self.limit {
+            turns = self.moved.wait(turns).unwrap_or_else(|e| e.into_inner());
+        }
+        OnCpu(self)
+    }
+}
+
+impl Drop for OnCpu<'_> {
+    fn drop(&mut self) {
+        let mut turns = self.0.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns.left += 1;
+        self.0.moved.notify_all();
+    }
 }
 
 /// A place at the process's [`CpuGate`] for computing a device's configuration (parse,
@@ -81,72 +127,73 @@ pub fn computing() -> OnCpu<'static> {
 /// As many malloc arenas as CPUs (glibc's default is eight a CPU, created as threads
 /// contend): memory one fork frees after its computing step is then reused by the next
 /// fork's on the same arena, not kept idle beside it in another. Call before threads
-/// start.
+/// start. An admin's own `MALLOC_ARENA_MAX` is left to stand.
 pub fn one_malloc_arena_per_cpu() {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // SAFETY: mallopt only sets a parameter of the allocator, under its own lock.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, i32::try_from(cpus).unwrap_or(i32::MAX));
-    }
-}
-
-/// A place at a [`CpuGate`], given back when dropped.
-pub struct OnCpu<'a>(&'a CpuGate);
-
-impl CpuGate {
-    pub fn new(limit: usize) -> CpuGate {
-        CpuGate {
-            busy: Mutex::new(0),
-            freed: Condvar::new(),
-            limit: limit.max(1),
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: mallopt only sets a parameter of the allocator, under its own lock.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, i32::try_from(cpus).unwrap_or(i32::MAX));
         }
-    }
-
-    pub fn cpus() -> CpuGate {
-        CpuGate::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
-    }
-
-    /// Waits for a place.
-    pub fn enter(&self) -> OnCpu<'_> {
-        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        while *busy >= self.limit {
-            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
-        }
-        *busy += 1;
-        OnCpu(self)
-    }
-}
-
-impl Drop for OnCpu<'_> {
-    fn drop(&mut self) {
-        let mut busy = self.0.busy.lock().unwrap_or_else(|e| e.into_inner());
-        *busy -= 1;
-        self.0.freed.notify_one();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
+
+    /// Waits until `gate` has given out `tickets` tickets.
+    fn until_given(gate: &CpuGate, tickets: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while gate.turns.lock().unwrap().given < tickets {
+            assert!(Instant::now() < deadline, "no one came to the gate");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 
     #[test]
-    fn a_gate_lets_in_at_most_its_limit_at_once() {
+    fn a_gate_holds_the_one_over_its_limit_until_a_place_is_given_back() {
         let gate = CpuGate::new(2);
-        let inside = AtomicUsize::new(0);
-        let most = AtomicUsize::new(0);
+        let first = gate.enter();
+        let second = gate.enter();
+        let inside = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|scope| {
-            for _ in 0..8 {
-                scope.spawn(|| {
-                    let _place = gate.enter();
-                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(20));
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
+            scope.spawn(|| {
+                let _place = gate.enter();
+                inside.store(true, Ordering::SeqCst);
+            });
+            until_given(&gate, 3);
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                !inside.load(Ordering::SeqCst),
+                "a third got in past a limit of 2"
+            );
+            drop(first);
         });
-        assert_eq!(most.load(Ordering::SeqCst), 2);
-        assert_eq!(*gate.busy.lock().unwrap(), 0);
+        assert!(inside.load(Ordering::SeqCst));
+        drop(second);
+        let turns = gate.turns.lock().unwrap();
+        assert_eq!((turns.given, turns.left), (3, 3));
+    }
+
+    #[test]
+    fn a_gate_lets_in_in_the_order_they_came() {
+        let gate = CpuGate::new(1);
+        let held = gate.enter();
+        let order = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for comer in 0..4u64 {
+                let (gate, order) = (&gate, &order);
+                scope.spawn(move || {
+                    let _place = gate.enter();
+                    order.lock().unwrap().push(comer);
+                });
+                until_given(gate, comer + 2);
+            }
+            drop(held);
+        });
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
     }
 }

@@ -332,14 +332,15 @@ fn preflight(spec: &Spec) -> Result<(), LabError> {
             spec.dir.display()
         )));
     }
-    // Paths go into sshd's configuration, shell scripts and YAML as they are.
     if !spec.switch.is_file() {
         return Err(LabError::Refused(format!(
-            "{} is missing: the emulated switches' commands are a binary of their own, built \
-             and installed next to mltctl (`cargo build --release` builds both)",
+            "{} is missing: the emulated switches' commands are a binary of their own, \
+             expected next to mltctl's executable; `cargo build` and `cargo install --path .` \
+             make both (`cargo run` builds mltctl alone)",
             spec.switch.display()
         )));
     }
+    // Paths go into sshd's configuration, the switches' command links and YAML as they are.
     for path in [&spec.dir, &spec.mltctl, &spec.switch] {
         if !plain_path(path) {
             return Err(LabError::Refused(format!(

@@ -62,6 +62,11 @@ fn main() {
             untrusted_directories_are_refused,
             skip.as_deref(),
         )
+        .test(
+            "an_mltctl_without_the_switch_binary_beside_it_is_refused",
+            switch_binary_missing_is_refused,
+            skip.as_deref(),
+        )
         // One lab at a time: they share the management network.
         .one_at_a_time()
         .run()
@@ -134,6 +139,37 @@ fn untrusted_directories_are_refused() {
             "left as it was"
         );
     }
+}
+
+/// The emulated switches' commands are `mltctl-lab-switch`, found beside mltctl's own
+/// executable: an mltctl copied elsewhere alone is refused with that path, before
+/// anything is made.
+fn switch_binary_missing_is_refused() {
+    let scratch = mlt_common::files::scratch_dir("mltctl-lab-alone-").unwrap();
+    let alone = scratch.path().join("mltctl");
+    std::fs::copy(mltctl(), &alone).unwrap();
+    let dir = scratch.path().join("lab");
+    let out = Command::new(&alone)
+        .args([
+            "lab",
+            "up",
+            "--name",
+            "mltalone",
+            "--hosts-per-leaf",
+            "1",
+            "--dir",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let missing = scratch.path().join("mltctl-lab-switch");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("{} is missing", missing.display())),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.exists(), "{} was made", dir.display());
 }
 
 fn mltctl() -> &'static Path {

@@ -62,18 +62,21 @@ const DATAPLANE: &str = "dataplane";
 /// switch's `bin/NAME` is a link to the emulator's binary, so the name it was called by
 /// is the command; called by its own name, the first argument is (or a timer's flag).
 pub fn run_as_called(argv: &[String]) -> i32 {
+    run(&called_as(argv))
+}
+
+/// The command line `argv` (the program's name first) stands for.
+fn called_as(argv: &[String]) -> Vec<String> {
     let called = argv
         .first()
         .and_then(|a| Path::new(a).file_name())
         .and_then(|n| n.to_str())
         .filter(|n| COMMANDS.contains(n));
     match called {
-        Some(name) => {
-            let mut args = vec![name.to_string()];
-            args.extend_from_slice(&argv[1..]);
-            run(&args)
-        }
-        None => run(argv.get(1..).unwrap_or_default()),
+        Some(name) => std::iter::once(name.to_string())
+            .chain(argv[1..].iter().cloned())
+            .collect(),
+        None => argv.get(1..).unwrap_or_default().to_vec(),
     }
 }
 
@@ -594,4 +597,27 @@ pub fn numbers(list: &str) -> Option<Vec<u32>> {
         out.extend(a..=b);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn a_command_is_the_name_it_was_called_by_or_else_the_first_argument() {
+        let linked = line(&["/lab/devices/leaf1/bin/nv", "config", "show"]);
+        assert_eq!(called_as(&linked), line(&["nv", "config", "show"]));
+        let on_path = line(&["config", "apply-patch", "/tmp/p.json"]);
+        assert_eq!(called_as(&on_path), on_path);
+        let by_own_name = line(&["/usr/bin/mltctl-lab-switch", "cli"]);
+        assert_eq!(called_as(&by_own_name), line(&["cli"]));
+        let timer = line(&["mltctl-lab-switch", TIMER_FLAG, "/d", "t", "tok", "60"]);
+        assert_eq!(called_as(&timer)[0], TIMER_FLAG);
+        assert!(called_as(&line(&["mltctl-lab-switch"])).is_empty());
+        assert!(called_as(&[]).is_empty());
+    }
 }

@@ -65,7 +65,7 @@ pub fn run<T: Sync, R: Send>(
 /// CPUs rather than the forks. Never held across a wait on a device: that would stall
 /// the other forks. First come, first in: a switch's check after its commit, with its
 /// revert timer running, is not overtaken by diffs that came later.
-pub struct CpuGate {
+struct CpuGate {
     turns: Mutex<Turns>,
     moved: Condvar,
     limit: u64,
@@ -79,10 +79,10 @@ struct Turns {
 }
 
 /// A place at a [`CpuGate`], given back when dropped.
-pub struct OnCpu<'a>(&'a CpuGate);
+struct OnCpu<'a>(&'a CpuGate);
 
 impl CpuGate {
-    pub fn new(limit: usize) -> CpuGate {
+    fn new(limit: usize) -> CpuGate {
         CpuGate {
             turns: Mutex::new(Turns { given: 0, left: 0 }),
             moved: Condvar::new(),
@@ -90,13 +90,13 @@ impl CpuGate {
         }
     }
 
-    pub fn cpus() -> CpuGate {
+    fn cpus() -> CpuGate {
         CpuGate::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
     /// Waits for a place: ticket `t` goes in once all but `limit - 1` of the tickets
     /// before it have left.
-    pub fn enter(&self) -> OnCpu<'_> {
+    fn enter(&self) -> OnCpu<'_> {
         let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
         let ticket = turns.given;
         turns.given += 1;
@@ -115,13 +115,15 @@ impl Drop for OnCpu<'_> {
     }
 }
 
-/// A place at the process's [`CpuGate`] for computing a device's configuration (parse,
-/// diff, render) among forks that wait on devices: those working sets are the largest
+/// Runs `work` — computing a device's configuration (parse, diff, render) among forks
+/// that wait on devices — once a CPU is free for it: those working sets are the largest
 /// memory of a run over many switches (a leaf's items grow with the racks), so only as
-/// many at once as there are CPUs to compute them, whatever the forks.
-pub fn computing() -> OnCpu<'static> {
+/// many at once as there are CPUs to compute them, whatever the forks. `work` must not
+/// wait on a device.
+pub fn on_a_cpu<R>(work: impl FnOnce() -> R) -> R {
     static GATE: LazyLock<CpuGate> = LazyLock::new(CpuGate::cpus);
-    GATE.enter()
+    let _place = GATE.enter();
+    work()
 }
 
 /// As many malloc arenas as CPUs (glibc's default is eight a CPU, created as threads

@@ -465,15 +465,15 @@ impl Change<'_> {
             .get_running(t)
             .map_err(|e| Failure::Read(Cause::Read(e)))?;
         result.before_sha256 = Some(sha256(&before));
-        let on_cpu = parallel::computing();
-        let diff = self
-            .wanted(&before)
-            .map_err(|e| Failure::Read(Cause::Plan(e)))?;
-        // For the journal, which a check run does not write.
-        if !self.options.check {
-            result.owned_before = switch_config::owned(self.intent(), &before).ok();
-        }
-        drop(on_cpu);
+        let (diff, owned_before) = parallel::on_a_cpu(|| {
+            // The owned part is for the journal, which a check run does not write.
+            let owned = (!self.options.check)
+                .then(|| switch_config::owned(self.intent(), &before).ok())
+                .flatten();
+            (self.wanted(&before), owned)
+        });
+        let diff = diff.map_err(|e| Failure::Read(Cause::Plan(e)))?;
+        result.owned_before = owned_before;
         self.before = before;
         result.changes = diff.changes;
         result.commands = diff.commands;
@@ -515,22 +515,17 @@ impl Change<'_> {
         );
         pending.map_err(|e| Failure::AfterCommit(Cause::Journal(e)))?;
         let after = after.map_err(|e| Failure::AfterCommit(Cause::ReadBack(e)))?;
-        let on_cpu = parallel::computing();
-        let left = self
-            .wanted(&after)
+        let left = parallel::on_a_cpu(|| self.wanted(&after))
             .map_err(|e| Failure::AfterCommit(Cause::ReadBackPlan(e)))?
             .changes;
-        drop(on_cpu);
         if !left.is_empty() {
             return Err(Failure::AfterCommit(Cause::Verify(left)));
         }
         if interrupt::requested() {
             return Err(Failure::AfterCommit(Cause::Interrupted { at: "confirm" }));
         }
-        result.owned_after = {
-            let _on_cpu = parallel::computing();
-            switch_config::owned(self.intent(), &after).ok()
-        };
+        result.owned_after =
+            parallel::on_a_cpu(|| switch_config::owned(self.intent(), &after).ok());
         result.after_sha256 = Some(sha256(&after));
         if self.options.confirm == Confirm::Manual {
             result.unconfirmed = Some(journal::pending_note(

@@ -374,11 +374,9 @@ fn read_first(switch: &SwitchPlan, ssh: &SshOptions) -> Result<First, Unread> {
     let running = switch_config::driver(intent, "mltctl-verify")
         .get_running(&mut session)
         .map_err(|e| failed("the running configuration", &e))?;
-    let on_cpu = parallel::computing();
-    let changes = switch_config::diff(intent, Some(&running))
+    let changes = parallel::on_a_cpu(|| switch_config::diff(intent, Some(&running)))
         .map_err(|e| failed("the running configuration", &e))?
         .changes;
-    drop(on_cpu);
     let counters = switch_config::read_counters(intent, &mut session)
         .map_err(|e| failed("queue counters", &e))?;
     Ok(First { changes, counters })

@@ -42,7 +42,22 @@ pub enum LabCommand {
     /// RED, at the port rate: a baseline to measure against) or back on. The switches'
     /// configurations are not touched.
     Qos(QosArgs),
+    Loss(LossArgs),
     Forward(ForwardArgs),
+}
+
+/// Make every host's cable lose a share of the frames it carries into the fabric, at
+/// random (a faulty link, as a training job meets it), or stop. Each frame on the wire
+/// is lost on its own (a GSO super-frame loses some of its segments), at the leaf port
+/// the host is cabled to, before any queue; so every path between two hosts loses this
+/// share. The forwarder follows it within 0.2 s; `lab status` counts the frames lost.
+#[derive(clap::Args)]
+pub struct LossArgs {
+    /// The share lost: a percentage (1%, 0.5%) up to 50%, or `off` (or 0).
+    #[arg(value_name = "SHARE", value_parser = lab_loss)]
+    pub share: f64,
+    #[command(flatten)]
+    pub dir: DirArgs,
 }
 
 #[derive(clap::Args)]
@@ -157,6 +172,21 @@ pub fn run(args: Args) -> Result<(), Failure> {
             }
             Ok(())
         }
+        LabCommand::Loss(args) => {
+            fabric::layout(&args.dir.dir).context("lab loss")?;
+            let file = fabric::loss_file(&args.dir.dir);
+            if args.share > 0.0 {
+                mlt_common::files::write(&file, args.share.to_string().as_bytes(), Access::Private)
+                    .with_context(|| format!("cannot write {}", file.display()))?;
+            } else {
+                match std::fs::remove_file(&file) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(anyhow::Error::from(e).context("lab loss off").into()),
+                }
+            }
+            Ok(())
+        }
         LabCommand::Forward(args) => {
             mltctl_lab::forwarder::run(&args.dir.dir).context("lab forward")?;
             Ok(())
@@ -180,6 +210,21 @@ fn lab_buffer(text: &str) -> Result<Size, String> {
         return Err(format!("`{text}` is not whole KiB from 16 KiB to 1 GiB"));
     }
     Ok(size)
+}
+
+/// `lab loss`: a percentage from 0% to 50%, `0`, or `off`; as a fraction.
+fn lab_loss(text: &str) -> Result<f64, String> {
+    if text == "off" || text == "0" {
+        return Ok(0.0);
+    }
+    let percent: f64 = text
+        .strip_suffix('%')
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or_else(|| format!("`{text}` is not a percentage (1%, 0.5%) or `off`"))?;
+    if !(0.0..=50.0).contains(&percent) {
+        return Err(format!("`{text}` is not from 0% to 50%"));
+    }
+    Ok(percent / 100.0)
 }
 
 /// The emulated switches' commands, installed next to mltctl.
@@ -295,13 +340,19 @@ fn status(args: StatusArgs) -> Result<(), Failure> {
                             .filter_map(|q| q[field].as_u64())
                             .sum()
                     };
+                    let lost = c["lost"].as_u64().unwrap_or(0);
                     format!(
-                        "; queued {} packet(s) to send, {} ECN-marked, dropped {} Not-ECT, {} by RED, {} full",
+                        "; queued {} packet(s) to send, {} ECN-marked, dropped {} Not-ECT, {} by RED, {} full{}",
                         total("packets"),
                         total("marked"),
                         total("dropped_not_ect"),
                         total("dropped_red"),
-                        total("dropped_full")
+                        total("dropped_full"),
+                        if lost > 0 {
+                            format!("; hosts' cables lost {lost} frame(s) (`lab loss`)")
+                        } else {
+                            String::new()
+                        }
                     )
                 })
                 .unwrap_or_default();
@@ -320,5 +371,21 @@ fn status(args: StatusArgs) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(Failure::SwitchesUnreachable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lab_loss;
+
+    #[test]
+    fn loss_is_a_percentage_or_off() {
+        assert_eq!(lab_loss("1%"), Ok(0.01));
+        assert_eq!(lab_loss("0.5%"), Ok(0.005));
+        assert_eq!(lab_loss("off"), Ok(0.0));
+        assert_eq!(lab_loss("0"), Ok(0.0));
+        for bad in ["1", "0.01", "60%", "-1%", "x%", ""] {
+            assert!(lab_loss(bad).is_err(), "{bad}");
+        }
     }
 }

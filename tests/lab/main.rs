@@ -286,6 +286,79 @@ impl Lab {
             .collect()
     }
 
+    /// How many of `count` small UDP datagrams host `from` sends (paced, 50 at a time)
+    /// reach host `to`'s NIC address (Python's sockets, in the hosts' namespaces).
+    fn datagrams(&self, from: &str, to: &str, count: u32) -> u64 {
+        let layout: Value =
+            serde_json::from_slice(&std::fs::read(self.dir.join("lab.json")).unwrap()).unwrap();
+        let nic = (layout["hosts"].as_array().unwrap().iter())
+            .find(|h| h["name"] == to)
+            .map(|h| h["cable"]["nic"].as_str().unwrap().to_string())
+            .unwrap();
+        let shown = Command::new("ip")
+            .args([
+                "-j",
+                "-4",
+                "-n",
+                &format!("{NAME}-{to}"),
+                "addr",
+                "show",
+                "dev",
+                &nic,
+            ])
+            .output()
+            .unwrap();
+        let addrs: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let address = addrs[0]["addr_info"][0]["local"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let receiver = "import socket\n\
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+            s.bind(('0.0.0.0', 9797)); s.settimeout(1.0)\n\
+            print('ready', flush=True)\n\
+            n = 0\n\
+            try:\n    while True: s.recv(2048); n += 1\n\
+            except socket.timeout: pass\n\
+            print(n)\n";
+        let mut listening = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &format!("{NAME}-{to}"),
+                PYTHON,
+                "-c",
+                receiver,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines =
+            std::io::BufRead::lines(std::io::BufReader::new(listening.stdout.take().unwrap()));
+        assert_eq!(lines.next().unwrap().unwrap(), "ready");
+        let sender = format!(
+            "import socket, time\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             for i in range({count}):\n    s.sendto(b'x' * 100, ('{address}', 9797))\n    \
+             if i % 50 == 49: time.sleep(0.001)\n"
+        );
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &format!("{NAME}-{from}"),
+                PYTHON,
+                "-c",
+                &sender,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let arrived = lines.next().unwrap().unwrap().parse().unwrap();
+        assert!(listening.wait().unwrap().success());
+        arrived
+    }
+
     /// An allreduce on every host, through the transports `launch` started.
     fn allreduce(&self) -> Vec<Value> {
         let endhost = mltctl().with_file_name("endhost");
@@ -471,6 +544,33 @@ fn lab_end_to_end() {
     assert_eq!(totals("dropped_not_ect"), dropped_not_ect);
     let out = lab.mltctl(&["lab", "qos", "on", "--dir", &dir]);
     assert!(out.status.success(), "{}", text(&out));
+
+    // `lab loss 10%`: of 2,000 datagrams from one rack's host to the other's, about a
+    // tenth is lost (1,800 arrive; 1,700 to 1,900 is over seven standard deviations
+    // either way), each counted at the sender's leaf; `off`, every one arrives again.
+    let hosts = lab.hosts();
+    let (from, to) = (&hosts[0], &hosts[hosts.len() - 1]);
+    let out = lab.mltctl(&["lab", "loss", "10%", "--dir", &dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let arrived = lab.datagrams(from, to, 2000);
+    assert!(
+        (1700..=1900).contains(&arrived),
+        "{arrived} of 2000 arrived"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let lost: u64 = (lab.switches().iter())
+        .map(|s| s["counters"]["lost"].as_u64().unwrap())
+        .sum();
+    // (At least: the launched transports' own frames may be lost meanwhile.)
+    assert!(
+        lost >= 2000 - arrived,
+        "the leaves counted {lost} frames lost"
+    );
+    let out = lab.mltctl(&["lab", "loss", "off", "--dir", &dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(lab.datagrams(from, to, 2000), 2000, "with `lab loss off`");
 
     lab_verify(&lab);
 

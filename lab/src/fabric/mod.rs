@@ -163,6 +163,22 @@ pub fn qos_off_file(dir: &Path) -> PathBuf {
     dir.join("qos-off")
 }
 
+/// The file that holds the share of frames the hosts' cables of the lab in `dir` lose
+/// (`mltctl lab loss`): a fraction from 0 to 1, as text. No file: none lost.
+pub fn loss_file(dir: &Path) -> PathBuf {
+    dir.join("loss")
+}
+
+/// The share of frames the hosts' cables lose, as [`loss_file`] says (0 when it is
+/// missing or unreadable).
+pub fn loss(dir: &Path) -> f64 {
+    fs::read_to_string(loss_file(dir))
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|p| (0.0..=1.0).contains(p))
+        .unwrap_or(0.0)
+}
+
 /// Where the forwarder of the lab in `dir` keeps its process id.
 fn forwarder_pid_file(dir: &Path) -> PathBuf {
     dir.join("forwarder.pid")

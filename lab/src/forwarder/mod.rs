@@ -7,7 +7,8 @@
 //! ([`superframe`]), so the lab carries its line rate on a small machine while every
 //! frame the wire would carry is queued, marked or dropped on its own. It re-reads a
 //! switch's configuration when it changes and writes the queues' counters to
-//! `counters/NAME.json` for `lab status`.
+//! `counters/NAME.json` for `lab status`. A fault can be set on it: the hosts' cables
+//! losing a share of the frames (`lab loss`, [`crate::fabric::loss_file`]).
 //!
 //! Time: the queues run on the ports' model clock, every arrival and departure at its
 //! exact time in order (as [`crate::arrivals`] runs them); a thread wakes at most
@@ -26,7 +27,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::fabric::{LabError, Member, layout, qos_off_file};
+use super::fabric::{LabError, Member, layout, loss, qos_off_file};
 use sockets::Inbox;
 use switch::{PortShape, Switch};
 
@@ -93,7 +94,7 @@ pub fn run(dir: &Path) -> Result<(), LabError> {
                     }
                 }
                 real_time_priority();
-                forward(&mut switches)
+                forward(&mut switches, &dir)
             })
         })
         .collect();
@@ -106,7 +107,8 @@ pub fn run(dir: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
-fn forward(switches: &mut [Switch]) -> Result<(), LabError> {
+/// Forwards for `switches` of the lab in `dir` until the process ends.
+fn forward(switches: &mut [Switch], dir: &Path) -> Result<(), LabError> {
     let clock = Instant::now();
     let since_start = |at: Instant| at.duration_since(clock).as_nanos() as u64;
     let mut inbox = Inbox::new();
@@ -124,9 +126,11 @@ fn forward(switches: &mut [Switch]) -> Result<(), LabError> {
     loop {
         let round = Instant::now();
         if round - last_check >= Duration::from_millis(200) {
+            let loss = loss(dir);
             for switch in switches.iter_mut() {
                 switch.reload_if_changed();
                 switch.follow_host_nics();
+                switch.set_loss(loss);
             }
             last_check = round;
         }

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use endhost_core::frame::Ipv4Packet;
 use ipnet::Ipv4Net;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::SeedableRng;
 
 use super::sockets::{ETH_P_ALL, ETH_P_ARP, Inbox, packet_socket, send_all};
 use super::superframe::{Message, Segment, SuperFrame, VNET_LEN, Vnet};
@@ -125,6 +128,11 @@ pub struct Switch {
     overrun: u64,
     /// The hosts cabled to its ports.
     hosts: Vec<HostLink>,
+    /// The share of frames a host's cable loses on their way in (`lab loss`), the
+    /// dice, and the frames lost so far.
+    loss: f64,
+    dice: ChaCha8Rng,
+    lost: u64,
 }
 
 /// A host's NIC at the end of a port's cable, and the port's end of it. A NIC that
@@ -230,6 +238,9 @@ impl Switch {
             send_failed: 0,
             overrun: 0,
             hosts: Vec::new(),
+            loss: 0.0,
+            dice: ChaCha8Rng::from_os_rng(),
+            lost: 0,
         };
         switch.reload_if_changed();
         Ok(switch)
@@ -324,6 +335,11 @@ impl Switch {
         }
     }
 
+    /// The share of frames each host's cable loses from now on (0: none).
+    pub fn set_loss(&mut self, loss: f64) {
+        self.loss = loss;
+    }
+
     pub fn write_counters(&self) {
         let queues: BTreeMap<&str, &[QueueCounters; 8]> = self
             .ports
@@ -336,6 +352,7 @@ impl Switch {
             "no_neighbour": self.no_neighbour,
             "send_failed": self.send_failed,
             "overrun": self.overrun,
+            "lost": self.lost,
         });
         let partial = self.counters.with_extension("partial");
         if let Some(dir) = self.counters.parent() {
@@ -513,7 +530,9 @@ impl Switch {
     /// `came_in` brings them: one after another at the port rate, after what it
     /// brought before (a GSO super-frame leaves its host back to back, at the NIC's
     /// rate), the first one's last bit now at the earliest. A frame that would arrive
-    /// more than [`BACKLOG_NS`] from now is dropped as an overrun.
+    /// more than [`BACKLOG_NS`] from now is dropped as an overrun. From a host's cable,
+    /// each of the wire's frames is lost with the probability `lab loss` set: it took
+    /// its time on the wire, and never reaches a queue.
     fn arrive(&mut self, outs: &[usize], came_in: usize, frame: &Rc<SuperFrame>, now: u64) {
         let first = wire_ns(frame.segment_bytes(0), self.rate);
         let mut at = now.max(self.ports[came_in].received_until + first);
@@ -521,9 +540,14 @@ impl Switch {
             self.overrun += frame.segments() as u64;
             return;
         }
+        let lossy = self.loss > 0.0 && self.ifaces[self.ports[came_in].iface].master.is_some();
         for index in 0..frame.segments() {
             if index > 0 {
                 at += wire_ns(frame.segment_bytes(index), self.rate);
+            }
+            if lossy && self.dice.random::<f64>() < self.loss {
+                self.lost += 1;
+                continue;
             }
             for &out in outs {
                 self.order += 1;

@@ -51,8 +51,8 @@ impl NextHops {
     /// Each next hop as a vendor writes it (a discard is `discard`).
     pub fn forms(&self) -> Vec<String> {
         match self {
-            NextHops::Via(set) => set.iter().map(ToString::to_string).collect(),
-            NextHops::Discard => vec!["discard".into()],
+            NextHops::Via(set) => set.iter().map(|a| address_text(*a)).collect(),
+            NextHops::Discard => vec![DISCARD.into()],
             NextHops::Foreign(forms) => forms.clone(),
         }
     }
@@ -65,6 +65,28 @@ impl fmt::Display for NextHops {
             other => write!(f, "via {}", other.forms().join(",")),
         }
     }
+}
+
+/// How [`NextHops::forms`] writes a discard.
+const DISCARD: &str = "discard";
+
+/// `a` in dotted decimal, as `Display` writes it, without the formatting machinery (a
+/// large fabric's configurations hold hundreds of thousands of next hops).
+fn address_text(a: Ipv4Addr) -> String {
+    let mut text = String::with_capacity(15);
+    for (i, octet) in a.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        if octet >= 100 {
+            text.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            text.push(char::from(b'0' + octet / 10 % 10));
+        }
+        text.push(char::from(b'0' + octet % 10));
+    }
+    text
 }
 
 /// One next hop as a running configuration lists it.
@@ -119,28 +141,60 @@ pub fn add_route<K: Ord>(routes: &mut Items<K, NextHops>, key: K, hop: NextHop) 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RouteChange {
     pub prefix: Ipv4Net,
-    /// Next-hop addresses, `discard`, or foreign forms as the switch wrote them.
+    /// Next-hop addresses, `discard`, or foreign forms as the switch wrote them; after
+    /// [`RouteChange::written`], as the vendor writes them.
     pub remove: Vec<String>,
     pub add: Vec<String>,
 }
 
+impl RouteChange {
+    /// The change with its next hops as the vendor writes them: a discard as
+    /// `discard`, every other through `word` (so a template lays out each line as it
+    /// is).
+    pub fn written(self, discard: &str, word: impl Fn(String) -> String) -> RouteChange {
+        let write = |hops: Vec<String>| -> Vec<String> {
+            hops.into_iter()
+                .map(|hop| {
+                    if hop == DISCARD {
+                        discard.to_string()
+                    } else {
+                        word(hop)
+                    }
+                })
+                .collect()
+        };
+        RouteChange {
+            prefix: self.prefix,
+            remove: write(self.remove),
+            add: write(self.add),
+        }
+    }
+}
+
 /// What turns `from` into `to` for `prefix`, or `None` when they hold the same hops.
+/// Hops in the order of their text.
 pub fn route_change(
     prefix: Ipv4Net,
     from: Option<&NextHops>,
     to: Option<&NextHops>,
 ) -> Option<RouteChange> {
-    let forms = |hops: Option<&NextHops>| -> BTreeSet<String> {
-        hops.map(NextHops::forms)
-            .unwrap_or_default()
-            .into_iter()
-            .collect()
+    let forms = |hops: Option<&NextHops>| -> Vec<String> {
+        let mut forms = hops.map(NextHops::forms).unwrap_or_default();
+        forms.sort_unstable();
+        forms.dedup();
+        forms
     };
     let (from, to) = (forms(from), forms(to));
+    let missing_from = |these: &[String], other: &[String]| -> Vec<String> {
+        (these.iter())
+            .filter(|f| other.binary_search(f).is_err())
+            .cloned()
+            .collect()
+    };
     let change = RouteChange {
         prefix,
-        remove: from.difference(&to).cloned().collect(),
-        add: to.difference(&from).cloned().collect(),
+        remove: missing_from(&from, &to),
+        add: missing_from(&to, &from),
     };
     (!change.remove.is_empty() || !change.add.is_empty()).then_some(change)
 }
@@ -337,6 +391,30 @@ pub fn check_eight_queues(intent: &SwitchIntent) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        for octets in [[0, 0, 0, 0], [10, 1, 0, 9], [172, 16, 100, 10], [255, 99, 199, 200]] {
+            let a = Ipv4Addr::from(octets);
+            assert_eq!(address_text(a), a.to_string());
+        }
+    }
+
+    #[test]
+    fn a_route_change_lists_hops_in_text_order_and_is_written_in_the_vendors_words() {
+        let via = |hops: &[[u8; 4]]| NextHops::Via(hops.iter().map(|&h| h.into()).collect());
+        let prefix: Ipv4Net = "10.1.0.0/17".parse().unwrap();
+        let old = via(&[[172, 16, 0, 2], [172, 16, 0, 10]]);
+        let new = via(&[[172, 16, 0, 10], [172, 16, 0, 12], [172, 16, 0, 4]]);
+        let change = route_change(prefix, Some(&old), Some(&new)).unwrap();
+        assert_eq!(change.remove, ["172.16.0.2"]);
+        assert_eq!(change.add, ["172.16.0.12", "172.16.0.4"]);
+        assert_eq!(route_change(prefix, Some(&new), Some(&new)), None);
+        let dropped = route_change(prefix, Some(&old), Some(&NextHops::Discard)).unwrap();
+        let written = dropped.written("Null0", |hop| format!("<{hop}>"));
+        assert_eq!(written.add, ["Null0"]);
+        assert_eq!(written.remove, ["<172.16.0.10>", "<172.16.0.2>"]);
+    }
 
     #[test]
     fn number_lists_and_ranges() {

@@ -84,11 +84,14 @@ impl<'a> View<'a> {
                     }));
                 }
                 (Key::Route(prefix), _) => {
-                    routes.extend(route_change(
-                        *prefix,
-                        change.from().and_then(Value::hops),
-                        change.to().and_then(Value::hops),
-                    ));
+                    routes.extend(
+                        route_change(
+                            *prefix,
+                            change.from().and_then(Value::hops),
+                            change.to().and_then(Value::hops),
+                        )
+                        .map(|c| c.written("blackhole", |hop| mlt_common::shell::quote(&hop))),
+                    );
                 }
                 _ => {}
             }

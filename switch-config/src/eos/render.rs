@@ -178,11 +178,14 @@ impl<'a> View<'a> {
                     globals.push("no qos random-detect ecn allow non-ect".into())
                 }
                 (Key::Route(prefix), _) => {
-                    routes.extend(route_change(
-                        *prefix,
-                        change.from().and_then(Value::hops),
-                        change.to().and_then(Value::hops),
-                    ));
+                    routes.extend(
+                        route_change(
+                            *prefix,
+                            change.from().and_then(Value::hops),
+                            change.to().and_then(Value::hops),
+                        )
+                        .map(|c| c.written("Null0", |hop| hop)),
+                    );
                 }
                 _ => {}
             }

@@ -67,11 +67,14 @@ impl<'a> View<'a> {
                 | Key::Ets(p, _)
                 | Key::Ecn(p, _) => p,
                 Key::Route(prefix) => {
-                    routes.extend(route_change(
-                        *prefix,
-                        change.from().and_then(Value::hops),
-                        change.to().and_then(Value::hops),
-                    ));
+                    routes.extend(
+                        route_change(
+                            *prefix,
+                            change.from().and_then(Value::hops),
+                            change.to().and_then(Value::hops),
+                        )
+                        .map(|c| c.written("null0", |hop| hop)),
+                    );
                     continue;
                 }
             };

@@ -217,16 +217,18 @@ impl Driver for Sonic {
 
     fn expected(intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
         let qos = &intent.qos;
-        let mut items = Items::new();
+        // Pushed, then sorted once: far cheaper than a tree insert each (a 512-port
+        // spine has tens of thousands of items).
+        let mut items = Vec::new();
         let mut object = |table: Table, name: String, fields: Vec<(&str, String)>| {
             let key = |field: Option<&str>| Key {
                 table,
                 object: name.clone(),
                 field: field.map(String::from),
             };
-            items.insert(key(None), Value::Object(name.clone()));
+            items.push((key(None), Value::Object(name.clone())));
             for (field, value) in fields {
-                items.insert(key(Some(field)), Value::Field(value));
+                items.push((key(Some(field)), Value::Field(value)));
             }
         };
         let numbered = |values: &[u8]| -> Vec<(String, String)> {
@@ -298,18 +300,18 @@ impl Driver for Sonic {
                 object: key.clone(),
                 field: None,
             };
-            items.insert(route, Value::Route { hops, key });
+            items.push((route, Value::Route { hops, key }));
         }
         for table in TABLES {
-            let used = items.keys().any(|k| k.table == table);
+            let used = items.iter().any(|(k, _)| k.table == table);
             let presence = if used {
                 Presence::Required
             } else {
                 Presence::Optional
             };
-            items.insert(table_key(table), Value::Table(presence));
+            items.push((table_key(table), Value::Table(presence)));
         }
-        Ok(items)
+        Ok(items.into_iter().collect())
     }
 
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {

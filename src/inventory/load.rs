@@ -282,6 +282,14 @@ fn join_parts(parts: Vec<PartRead>, report: &mut Reporter) -> Sections {
     let mut keys = HashSet::new();
     let top = parts.first().and_then(|p| p.top);
     let mut offsets = [0usize; 4];
+    // Room for every part's entries at once: no list is copied as it grows (16,384
+    // hosts are several MB).
+    sections
+        .hosts
+        .reserve(parts.iter().map(|p| p.hosts.items.len()).sum());
+    sections
+        .links
+        .reserve(parts.iter().map(|p| p.links.items.len()).sum());
     for part in parts {
         for (mark, message) in part.problems {
             report.error_at(mark, message);

@@ -161,7 +161,7 @@ struct Validator<'r> {
 }
 
 /// What a `node:port` link end names.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Device {
     Switch(usize),
     Host(usize),

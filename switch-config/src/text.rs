@@ -394,7 +394,12 @@ mod tests {
 
     #[test]
     fn addresses_are_written_as_display_writes_them() {
-        for octets in [[0, 0, 0, 0], [10, 1, 0, 9], [172, 16, 100, 10], [255, 99, 199, 200]] {
+        for octets in [
+            [0, 0, 0, 0],
+            [10, 1, 0, 9],
+            [172, 16, 100, 10],
+            [255, 99, 199, 200],
+        ] {
             let a = Ipv4Addr::from(octets);
             assert_eq!(address_text(a), a.to_string());
         }

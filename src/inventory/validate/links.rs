@@ -12,7 +12,8 @@ pub(super) struct Names<'a> {
 
 impl<'a> Names<'a> {
     fn of(switches: &'a [Named<Switch>], hosts: &'a [Named<Host>]) -> Names<'a> {
-        let mut devices: HashMap<&str, Device> = HashMap::new();
+        let mut devices: HashMap<&str, Device> =
+            HashMap::with_capacity(hosts.len() + switches.len());
         for (i, (_, h)) in hosts.iter().enumerate().rev() {
             devices.insert(&h.name, Device::Host(i));
         }
@@ -37,7 +38,8 @@ impl Validator<'_> {
         let names = Names::of(switches, hosts);
         let mut uplinks = Vec::new();
         let mut downlinks = Vec::new();
-        let mut used: HashMap<String, usize> = HashMap::new();
+        // Each end linked, by what it resolved to, and the line that linked it.
+        let mut used: HashMap<(Device, usize), usize> = HashMap::with_capacity(2 * items.len());
         for item in items {
             let ends = &item.value;
             if ends.len() != 2 {
@@ -115,7 +117,7 @@ impl Validator<'_> {
         names: &Names,
         switches: &[Named<Switch>],
         hosts: &[Named<Host>],
-        used: &mut HashMap<String, usize>,
+        used: &mut HashMap<(Device, usize), usize>,
     ) -> Option<(Device, usize)> {
         let Some((node, port)) = end.split_once(':') else {
             let msg = format!("link end `{}` must be written node:port", **end);
@@ -160,7 +162,7 @@ impl Validator<'_> {
             }
         };
         let line = start_of(end.span()).line();
-        if let Some(first) = used.insert(end.to_string(), line) {
+        if let Some(first) = used.insert(resolved, line) {
             let msg = format!("`{}` is already linked (line {first})", **end);
             self.error(end.span(), msg);
             return None;

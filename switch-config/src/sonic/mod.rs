@@ -48,8 +48,10 @@ pub mod counters;
 pub(crate) mod push;
 mod render;
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::{Map, Value as Json, json};
 
@@ -114,8 +116,9 @@ impl Table {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     table: Table,
-    object: String,
-    field: Option<String>,
+    /// Shared by the object's fields (a 512-port spine has tens of thousands).
+    object: Arc<str>,
+    field: Option<Cow<'static, str>>,
 }
 
 #[derive(Debug, Clone)]
@@ -220,56 +223,47 @@ impl Driver for Sonic {
         // Pushed, then sorted once: far cheaper than a tree insert each (a 512-port
         // spine has tens of thousands of items).
         let mut items = Vec::new();
-        let mut object = |table: Table, name: String, fields: Vec<(&str, String)>| {
-            let key = |field: Option<&str>| Key {
+        let mut object = |table: Table, name: String, fields: Vec<(Cow<'static, str>, String)>| {
+            let shared: Arc<str> = name.as_str().into();
+            let key = |field: Option<Cow<'static, str>>| Key {
                 table,
-                object: name.clone(),
-                field: field.map(String::from),
+                object: shared.clone(),
+                field,
             };
-            items.push((key(None), Value::Object(name.clone())));
+            items.push((key(None), Value::Object(name)));
             for (field, value) in fields {
                 items.push((key(Some(field)), Value::Field(value)));
             }
         };
-        let numbered = |values: &[u8]| -> Vec<(String, String)> {
+        let numbered = |values: &[u8]| -> Vec<(Cow<'static, str>, String)> {
             values
                 .iter()
                 .enumerate()
-                .map(|(i, v)| (i.to_string(), v.to_string()))
+                .map(|(i, v)| (i.to_string().into(), v.to_string()))
                 .collect()
         };
-        let dscp = numbered(&qos.dscp_to_tc);
-        object(
-            Table::DscpToTcMap,
-            MAP.into(),
-            dscp.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
-        );
-        let tc = numbered(&qos.tc_to_queue);
-        object(
-            Table::TcToQueueMap,
-            MAP.into(),
-            tc.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
-        );
+        object(Table::DscpToTcMap, MAP.into(), numbered(&qos.dscp_to_tc));
+        object(Table::TcToQueueMap, MAP.into(), numbered(&qos.tc_to_queue));
         object(
             Table::Scheduler,
             SCHEDULER.into(),
-            vec![("type", "STRICT".into())],
+            vec![("type".into(), "STRICT".into())],
         );
         for q in &qos.queues {
             if let Some(ecn) = q.ecn {
                 let fields = vec![
-                    ("ecn", "ecn_green".into()),
-                    ("green_drop_probability", "100".into()),
-                    ("green_max_threshold", ecn.mark_bytes.to_string()),
-                    ("green_min_threshold", ecn.mark_bytes.to_string()),
-                    ("wred_green_enable", "true".into()),
+                    ("ecn".into(), "ecn_green".into()),
+                    ("green_drop_probability".into(), "100".into()),
+                    ("green_max_threshold".into(), ecn.mark_bytes.to_string()),
+                    ("green_min_threshold".into(), ecn.mark_bytes.to_string()),
+                    ("wred_green_enable".into(), "true".into()),
                 ];
                 object(Table::WredProfile, wred_name(q.queue), fields);
                 if let Some(limit) = ecn.limit_bytes {
                     let fields = vec![
-                        ("pool", LOSSY_POOL.into()),
-                        ("size", "0".into()),
-                        ("static_th", limit.to_string()),
+                        ("pool".into(), LOSSY_POOL.into()),
+                        ("size".into(), "0".into()),
+                        ("static_th".into(), limit.to_string()),
                     ];
                     object(Table::BufferProfile, limit_name(q.queue), fields);
                 }
@@ -277,19 +271,19 @@ impl Driver for Sonic {
         }
         for port in &qos.ports {
             for q in &qos.queues {
-                let mut fields = vec![("scheduler", SCHEDULER.to_string())];
+                let mut fields = vec![("scheduler".into(), SCHEDULER.to_string())];
                 if q.ecn.is_some() {
-                    fields.push(("wred_profile", wred_name(q.queue)));
+                    fields.push(("wred_profile".into(), wred_name(q.queue)));
                 }
                 object(Table::Queue, format!("{port}|{}", q.queue), fields);
                 if q.ecn.is_some_and(|e| e.limit_bytes.is_some()) {
-                    let fields = vec![("profile", limit_name(q.queue))];
+                    let fields = vec![("profile".into(), limit_name(q.queue))];
                     object(Table::BufferQueue, format!("{port}|{}", q.queue), fields);
                 }
             }
             let maps = vec![
-                ("dscp_to_tc_map", MAP.to_string()),
-                ("tc_to_queue_map", MAP.to_string()),
+                ("dscp_to_tc_map".into(), MAP.to_string()),
+                ("tc_to_queue_map".into(), MAP.to_string()),
             ];
             object(Table::PortQosMap, port.clone(), maps);
         }
@@ -297,7 +291,7 @@ impl Driver for Sonic {
             let key = format!("default|{prefix}");
             let route = Key {
                 table: Table::StaticRoute,
-                object: key.clone(),
+                object: key.as_str().into(),
                 field: None,
             };
             items.push((route, Value::Route { hops, key }));
@@ -443,8 +437,8 @@ impl Driver for Sonic {
                 if let Some(value) = object.get(field).map(normalise).filter(|v| v == MAP) {
                     let key = Key {
                         table: Table::PortQosMap,
-                        object: name.clone(),
-                        field: Some(field.into()),
+                        object: name.as_str().into(),
+                        field: Some(field.to_string().into()),
                     };
                     items.insert(key, Value::Field(value));
                 }
@@ -469,7 +463,7 @@ impl Driver for Sonic {
         for ((object, key), hops) in routes {
             let route = Key {
                 table: Table::StaticRoute,
-                object,
+                object: object.into(),
                 field: None,
             };
             items.insert(route, Value::Route { hops, key });
@@ -560,8 +554,8 @@ fn add_queue_entries(
             {
                 let key = Key {
                     table: table_kind,
-                    object: name.clone(),
-                    field: Some(field.to_string()),
+                    object: name.as_str().into(),
+                    field: Some(field.to_string().into()),
                 };
                 items.insert(key, Value::Field(value));
             }
@@ -577,10 +571,11 @@ fn add_object(
     object: &Map<String, Json>,
     fields: Option<&[&str]>,
 ) {
+    let shared: Arc<str> = name.into();
     let key = |field: Option<&str>| Key {
         table,
-        object: name.to_string(),
-        field: field.map(String::from),
+        object: shared.clone(),
+        field: field.map(|f| Cow::Owned(f.to_string())),
     };
     items.insert(key(None), Value::Object(name.to_string()));
     for (field, value) in object {
@@ -642,7 +637,7 @@ fn without_references(object: &Map<String, Json>) -> Map<String, Json> {
 fn object_key(table: Table, name: &str) -> Key {
     Key {
         table,
-        object: name.to_string(),
+        object: name.into(),
         field: None,
     }
 }
@@ -650,7 +645,7 @@ fn object_key(table: Table, name: &str) -> Key {
 fn table_key(table: Table) -> Key {
     Key {
         table,
-        object: String::new(),
+        object: "".into(),
         field: None,
     }
 }

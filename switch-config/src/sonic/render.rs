@@ -42,7 +42,7 @@ fn config_db<'a>(
         last = Some(key);
         let fields = match (value, &key.field) {
             (Value::Object(_), None) => Vec::new(),
-            (Value::Field(v), Some(field)) => vec![(field.clone(), Json::String(v.clone()))],
+            (Value::Field(v), Some(field)) => vec![(field.to_string(), Json::String(v.clone()))],
             (Value::Route { hops, .. }, _) => route_fields(hops).into_iter().collect(),
             // Only a configuration read from a switch holds one (the journal's copy).
             (Value::Shared { original, .. }, None) => original.clone().into_iter().collect(),
@@ -56,9 +56,9 @@ fn config_db<'a>(
         }
         let objects = &mut tables.last_mut().expect("just pushed").objects;
         match objects.last_mut() {
-            Some(object) if object.key == key.object => object.fields.extend(fields),
+            Some(object) if *object.key == *key.object => object.fields.extend(fields),
             _ => objects.push(ObjectView {
-                key: key.object.clone(),
+                key: key.object.to_string(),
                 fields,
             }),
         }
@@ -99,7 +99,7 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
     for change in changes {
         let key = change.key();
         by_object
-            .entry((key.table, key.object.as_str()))
+            .entry((key.table, &*key.object))
             .or_default()
             .push(change);
     }
@@ -164,7 +164,7 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
                     .iter()
                     .filter_map(|c| match (&c.key().field, c.to()) {
                         (Some(field), Some(Value::Field(v))) => {
-                            Some((field.clone(), Json::String(v.clone())))
+                            Some((field.to_string(), Json::String(v.clone())))
                         }
                         _ => None,
                     })

@@ -137,14 +137,27 @@ pub fn add_route<K: Ord>(routes: &mut Items<K, NextHops>, key: K, hop: NextHop) 
 }
 
 /// The route lines of one prefix to remove and to add, for templates (one entry per
-/// prefix, not per line: a leaf's full configuration has hundreds of lines).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// prefix, not per line: a leaf's full configuration has hundreds of lines). A template
+/// sees `[prefix, remove, add]`: an array, not an object, so no field name is made for
+/// each of a fabric's hundreds of thousands of routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteChange {
     pub prefix: Ipv4Net,
     /// Next-hop addresses, `discard`, or foreign forms as the switch wrote them; after
     /// [`RouteChange::written`], as the vendor writes them.
     pub remove: Vec<String>,
     pub add: Vec<String>,
+}
+
+impl Serialize for RouteChange {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let prefix = format!(
+            "{}/{}",
+            address_text(self.prefix.addr()),
+            self.prefix.prefix_len()
+        );
+        (prefix, &self.remove, &self.add).serialize(serializer)
+    }
 }
 
 impl RouteChange {

@@ -46,11 +46,13 @@ pub enum LabCommand {
     Forward(ForwardArgs),
 }
 
-/// Make every host's cable lose a share of the frames it carries into the fabric, at
-/// random (a faulty link, as a training job meets it), or stop. Each frame on the wire
-/// is lost on its own (a GSO super-frame loses some of its segments), at the leaf port
-/// the host is cabled to, before any queue; so every path between two hosts loses this
-/// share. The forwarder follows it within 0.2 s; `lab status` counts the frames lost.
+/// Make every host's cable lose a share of the IPv4 frames it carries into the fabric,
+/// at random (a faulty link, as a training job meets it), or stop. Each frame on the
+/// wire is lost on its own (a GSO super-frame loses some of its segments), at the leaf
+/// port the host is cabled to, before any queue; so every path between two hosts loses
+/// this share. ARP and frames to a switch's own addresses (a ping of the gateway) are
+/// never lost. The forwarder follows it within about 0.2 s; `lab status` counts the
+/// frames lost.
 #[derive(clap::Args)]
 pub struct LossArgs {
     /// The share lost: a percentage (1%, 0.5%) up to 50%, or `off` (or 0).

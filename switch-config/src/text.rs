@@ -61,7 +61,7 @@ impl NextHops {
 impl fmt::Display for NextHops {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NextHops::Discard => f.write_str("discard"),
+            NextHops::Discard => f.write_str(DISCARD),
             other => write!(f, "via {}", other.forms().join(",")),
         }
     }
@@ -121,7 +121,7 @@ impl fmt::Display for NextHop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NextHop::Address(a) => write!(f, "{a}"),
-            NextHop::Discard => f.write_str("discard"),
+            NextHop::Discard => f.write_str(DISCARD),
             NextHop::Other(o) => f.write_str(o),
         }
     }
@@ -161,9 +161,9 @@ impl Serialize for RouteChange {
 }
 
 impl RouteChange {
-    /// The change with its next hops as the vendor writes them: a discard as
-    /// `discard`, every other through `word` (so a template lays out each line as it
-    /// is).
+    /// The change with its next hops as the vendor writes them: a discard as the
+    /// vendor's word `discard` (Null0, blackhole), every other hop through `word` (so a
+    /// template lays out each line as it is).
     pub fn written(self, discard: &str, word: impl Fn(String) -> String) -> RouteChange {
         let write = |hops: Vec<String>| -> Vec<String> {
             hops.into_iter()

@@ -28,7 +28,9 @@ pub struct MemberStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qos: Option<crate::qos::SwitchQos>,
     /// (switches) The forwarder's counters: per port the eight queues' packets, bytes,
-    /// ECN marks, drops by reason and peak depth; frames without a route or neighbour.
+    /// ECN marks, drops by reason and peak depth; frames without a route or neighbour
+    /// (`no_route`, `no_neighbour`), not sent (`send_failed`), beyond a port's backlog
+    /// (`overrun`) and lost to `lab loss` on the hosts' cables (`lost`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counters: Option<serde_json::Value>,
 }

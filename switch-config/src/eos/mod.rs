@@ -189,7 +189,8 @@ impl Driver for Eos {
         check_eight_queues(intent)?;
         let qos = &intent.qos;
         // Pushed, then sorted once: far cheaper than a tree insert each (a 512-port
-        // spine has tens of thousands of items).
+        // spine has tens of thousands of items). Every key is pushed once; were one pushed
+        // twice, collecting keeps one of them, not an error.
         let mut items = Vec::new();
         for (dscp, &class) in qos.dscp_to_tc.iter().enumerate() {
             items.push((Key::DscpClass(dscp as u8), Value::Number(class)));

@@ -196,7 +196,8 @@ impl Driver for Onyx {
         check_eight_queues(intent)?;
         let qos = &intent.qos;
         // Pushed, then sorted once: far cheaper than a tree insert each (a 512-port
-        // spine has tens of thousands of items).
+        // spine has tens of thousands of items). Every key is pushed once; were one pushed
+        // twice, collecting keeps one of them, not an error.
         let mut items = Vec::new();
         for port in plan_ports(intent) {
             cli_port(&port.name).ok_or_else(|| {

@@ -221,7 +221,8 @@ impl Driver for Sonic {
     fn expected(intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
         let qos = &intent.qos;
         // Pushed, then sorted once: far cheaper than a tree insert each (a 512-port
-        // spine has tens of thousands of items).
+        // spine has tens of thousands of items). Every key is pushed once; were one pushed
+        // twice, collecting keeps one of them, not an error.
         let mut items = Vec::new();
         let mut object = |table: Table, name: String, fields: Vec<(Cow<'static, str>, String)>| {
             let shared: Arc<str> = name.as_str().into();

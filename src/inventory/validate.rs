@@ -61,8 +61,15 @@ pub fn validate(path: &Path, s: Sections, report: &mut Reporter) -> Option<Inven
         broken: s.broken_names,
         failed: s.malformed,
         base_dir,
-        ips: HashMap::new(),
-        macs: HashMap::new(),
+        // Every host's NIC and switch port may hold an address: room for all at once.
+        ips: HashMap::with_capacity(
+            s.hosts.len()
+                + s.switches
+                    .iter()
+                    .map(|i| i.value.ports.len())
+                    .sum::<usize>(),
+        ),
+        macs: HashMap::with_capacity(s.hosts.len()),
     };
     let fabric = s.fabric.as_ref().and_then(|f| v.fabric(f));
     let pool_span = s.fabric.as_ref().map(|f| *f.path_pool.span());

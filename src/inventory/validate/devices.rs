@@ -23,8 +23,8 @@ impl Validator<'_> {
         items: &[Item<raw::Rack>],
         fabric: Option<&Fabric>,
     ) -> Vec<Named<Rack>> {
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        let mut racks: Vec<Named<Rack>> = Vec::new();
+        let mut seen: HashMap<String, usize> = HashMap::with_capacity(items.len());
+        let mut racks: Vec<Named<Rack>> = Vec::with_capacity(items.len());
         for item in items {
             let r = &item.value;
             if let Some(line) = seen.get(r.name.as_str()) {
@@ -93,7 +93,7 @@ impl Validator<'_> {
         switches: &[Item<raw::Switch>],
         hosts: &[Item<raw::Host>],
     ) {
-        let mut lines: HashMap<&str, usize> = HashMap::new();
+        let mut lines: HashMap<&str, usize> = HashMap::with_capacity(switches.len() + hosts.len());
         let entries = switches
             .iter()
             .map(|s| (&s.value.name, "switch"))
@@ -292,8 +292,8 @@ impl Validator<'_> {
         items: &[raw::Port],
         reserved: &Reserved,
     ) -> Option<Vec<Port>> {
-        let mut names = HashSet::new();
-        let mut ports = Vec::new();
+        let mut names = HashSet::with_capacity(items.len());
+        let mut ports = Vec::with_capacity(items.len());
         let mut ok = true;
         for p in items {
             if let Some(Err(rule)) = vendor.map(|v| check_port_name(v, &p.name)) {
@@ -455,7 +455,8 @@ impl Validator<'_> {
     }
 
     pub(super) fn unique_mgmt(&mut self, switches: &[Named<Switch>], hosts: &[Named<Host>]) {
-        let mut seen: HashMap<(String, u16), (String, usize)> = HashMap::new();
+        let mut seen: HashMap<(String, u16), (String, usize)> =
+            HashMap::with_capacity(switches.len() + hosts.len());
         let devices = switches
             .iter()
             .map(|(span, s)| (span, &s.name, &s.mgmt))

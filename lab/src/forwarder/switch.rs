@@ -388,10 +388,15 @@ impl Switch {
         }
     }
 
+    /// Whether data port `p` is a host's: a port of the rack's bridge.
+    fn host_port(&self, p: usize) -> bool {
+        self.ifaces[self.ports[p].iface].master.is_some()
+    }
+
     fn handle(&mut self, p: usize, frame: SuperFrame, now: u64) {
         let iface = self.ports[p].iface;
         let bytes = &frame.frame;
-        if self.ifaces[iface].master.is_some() {
+        if self.host_port(p) {
             // A host port: the host behind it is reached through it.
             let source: [u8; 6] = bytes[6..12].try_into().expect("six bytes");
             self.host_ports.insert(source, p);
@@ -454,7 +459,7 @@ impl Switch {
         let iface = self.ports[p].iface;
         let destination: [u8; 6] = frame.frame[..6].try_into().expect("six bytes");
         if self.own_mac(iface) != Some(destination) {
-            if self.ifaces[iface].master.is_some() && destination[0] & 1 == 0 {
+            if self.host_port(p) && destination[0] & 1 == 0 {
                 let out = self.host_ports.get(&destination).copied();
                 self.queue_to_hosts(out, p, frame, now);
             }
@@ -511,7 +516,7 @@ impl Switch {
             Some(_) => {}
             None => {
                 let hosts: Vec<usize> = (0..self.ports.len())
-                    .filter(|&q| q != came_in && self.ifaces[self.ports[q].iface].master.is_some())
+                    .filter(|&q| q != came_in && self.host_port(q))
                     .collect();
                 if hosts.is_empty() {
                     self.no_neighbour += 1;
@@ -540,7 +545,7 @@ impl Switch {
             self.overrun += frame.segments() as u64;
             return;
         }
-        let lossy = self.loss > 0.0 && self.ifaces[self.ports[came_in].iface].master.is_some();
+        let lossy = self.loss > 0.0 && self.host_port(came_in);
         for index in 0..frame.segments() {
             if index > 0 {
                 at += wire_ns(frame.segment_bytes(index), self.rate);

@@ -8,9 +8,30 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{Cli, Command};
 
+// mimalloc: planning and rendering allocate millions of small values across threads, and
+// glibc's malloc took a third of the render's CPU (docs/src/design/switches.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Before the first allocation: mimalloc commits its arenas eagerly by default, and
+/// memory in an eagerly committed arena is never given back, so commands that keep
+/// little at a time could never shrink (`parallel::return_freed_memory_at_once`).
+/// Runs from `.init_array`, before the Rust runtime allocates anything.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static COMMIT_ARENAS_AS_THEY_FILL: extern "C" fn() = {
+    extern "C" fn commit_arenas_as_they_fill() {
+        mltctl::parallel::commit_arenas_as_they_fill();
+    }
+    commit_arenas_as_they_fill
+};
+
 fn main() -> ExitCode {
-    mltctl::parallel::one_malloc_arena_per_cpu();
-    let result = match Cli::parse().command {
+    let command = Cli::parse().command;
+    if !command.only_computes() {
+        mltctl::parallel::return_freed_memory_at_once();
+    }
+    let result = match command {
         Command::Validate(args) => cli::validate::run(args),
         Command::Plan(args) => cli::plan::run(args),
         Command::Render(args) => cli::render::run(args),

@@ -100,6 +100,26 @@ pub enum Command {
     Lab(lab::Args),
 }
 
+impl Command {
+    /// Whether the command only reads files and computes, on as many threads as CPUs:
+    /// the others hold sessions with devices or hosts on many threads that mostly wait,
+    /// and ask the allocator to give memory back at once (`parallel`).
+    pub fn only_computes(&self) -> bool {
+        matches!(
+            self,
+            Command::Validate(_)
+                | Command::Plan(_)
+                | Command::Render(_)
+                | Command::Diff(_)
+                | Command::History(_)
+                | Command::Env(_)
+                | Command::Generate(_)
+                | Command::Sim(_)
+                | Command::Groups(_)
+        )
+    }
+}
+
 #[derive(clap::Args)]
 pub struct InventoryArg {
     /// The inventory file (YAML).

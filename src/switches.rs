@@ -70,22 +70,34 @@ pub fn inside(dir: &Path, name: &str) -> io::Result<PathBuf> {
     }
 }
 
+/// What [`write_all`] did.
+pub struct Written {
+    /// Every configuration's file, in the order given.
+    pub paths: Vec<PathBuf>,
+    /// How many of them already held exactly that configuration and were left alone.
+    pub unchanged: usize,
+}
+
 /// Writes each configuration to `dir` (made if missing; a link there is refused),
 /// replacing files atomically, readable by all (rendered intent holds no secret). Every
-/// file name is checked before the first is written.
-pub fn write_all(dir: &Path, rendered: &[Rendered]) -> io::Result<Vec<PathBuf>> {
+/// file name is checked before the first is written. A file that already holds its
+/// configuration (same bytes, mode and owner) is left as it is, its time stamps too, so
+/// tools that watch the directory see only what changed.
+pub fn write_all(dir: &Path, rendered: &[Rendered]) -> io::Result<Written> {
     let paths = rendered
         .iter()
         .map(|r| inside(dir, &r.file_name))
         .collect::<io::Result<Vec<_>>>()?;
     files::output_dir(dir).map_err(io::Error::other)?;
     let contents: Vec<(&Path, &[u8])> = paths
-        .iter()
+        .par_iter()
         .zip(rendered)
         .map(|(path, r)| (path.as_path(), r.text.as_bytes()))
+        .filter(|(path, bytes)| !files::holds(path, bytes, Access::Readable))
         .collect();
     files::write_many(&contents, Access::Readable).map_err(io::Error::other)?;
-    Ok(paths)
+    let unchanged = paths.len() - contents.len();
+    Ok(Written { paths, unchanged })
 }
 
 /// Files in `dir` that look like rendered configurations (`.json`, `.cfg`, `.nvue`)

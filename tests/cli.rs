@@ -670,6 +670,74 @@ fn a_pattern_that_never_mixes_names_the_hosts_apart() {
     assert!(err.contains("Report contention only where it is"), "{err}");
 }
 
+/// Rendering again leaves every file that already holds its switch's configuration as
+/// it is (time stamps too) and rewrites those that differ, in bytes or in mode.
+#[test]
+fn render_rewrites_only_the_files_that_differ() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = mlt_common::files::scratch_dir("mltctl-render-again-").unwrap();
+    let dir = scratch.path();
+    let out_dir = dir.to_str().unwrap();
+    let out = mltctl(&["render", "-i", LAB, "--out", out_dir]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let total = names.len();
+    assert!(total >= 4, "{names:?}");
+    assert!(
+        text(&out.stdout).contains(&format!("wrote {total} configurations to")),
+        "{}",
+        text(&out.stdout)
+    );
+    let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    for name in &names {
+        let file = std::fs::File::options()
+            .append(true)
+            .open(dir.join(name))
+            .unwrap();
+        file.set_modified(long_ago).unwrap();
+    }
+    let rendered = std::fs::read(dir.join(&names[0])).unwrap();
+    let mut edited = rendered.clone();
+    let last = edited.len() - 2;
+    edited[last] ^= 1;
+    std::fs::write(dir.join(&names[0]), &edited).unwrap();
+    std::fs::set_permissions(dir.join(&names[1]), PermissionsExt::from_mode(0o600)).unwrap();
+    let out = mltctl(&["render", "-i", LAB, "--out", out_dir]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        printed.contains(&format!(
+            "wrote 2 of {total} configurations to {out_dir} ({} already held theirs",
+            total - 2
+        )),
+        "{printed}"
+    );
+    assert_eq!(std::fs::read(dir.join(&names[0])).unwrap(), rendered);
+    let mode = |name: &str| {
+        std::fs::metadata(dir.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+    };
+    assert_eq!(mode(&names[1]) & 0o777, 0o644);
+    for name in &names[2..] {
+        let modified = std::fs::metadata(dir.join(name))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(modified, long_ago, "{name} was rewritten");
+    }
+    let modified = std::fs::metadata(dir.join(&names[1]))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_ne!(modified, long_ago, "{} was left as it was", names[1]);
+}
+
 /// Files an earlier inventory rendered into the same directory are named, and
 /// `--clean` removes them (and nothing else).
 #[test]

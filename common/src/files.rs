@@ -179,6 +179,32 @@ fn write_open_at_once(files: &[(&Path, &[u8])], access: Access) -> Result<(), Fi
     Ok(())
 }
 
+/// Whether `path` is already exactly what [`write`] would leave there: a regular file
+/// of this user, not linked from elsewhere, with `access`'s mode and these bytes. Any
+/// doubt (a link, another owner, a read error) is a no, so the caller writes.
+pub fn holds(path: &Path, bytes: &[u8], access: Access) -> bool {
+    let Ok(mut file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return false;
+    };
+    let Ok(meta) = file.metadata() else {
+        return false;
+    };
+    let same_file = meta.is_file()
+        && meta.nlink() == 1
+        && meta.uid() == effective_uid()
+        && meta.mode() & 0o7777 == access.mode()
+        && meta.len() == bytes.len() as u64;
+    if !same_file {
+        return false;
+    }
+    let mut there = Vec::with_capacity(bytes.len());
+    io::Read::read_to_end(&mut file, &mut there).is_ok() && there == bytes
+}
+
 /// Opens `path` for appending (and reading, so an appender can check what is there),
 /// creating it with `access` if it is missing: never through a link, and only a regular
 /// file of this user.
@@ -374,6 +400,27 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_file_holds_its_bytes_only_as_write_leaves_it() {
+        let dir = scratch_dir("mlt-files-").unwrap();
+        let path = dir.path().join("leaf1.cfg");
+        assert!(!holds(&path, b"config\n", Access::Readable), "missing");
+        write(&path, b"config\n", Access::Readable).unwrap();
+        assert!(holds(&path, b"config\n", Access::Readable));
+        assert!(!holds(&path, b"confiG\n", Access::Readable), "other bytes");
+        assert!(!holds(&path, b"config", Access::Readable), "other length");
+        assert!(!holds(&path, b"config\n", Access::Private), "other mode");
+        let linked = dir.path().join("leaf2.cfg");
+        symlink(&path, &linked).unwrap();
+        assert!(!holds(&linked, b"config\n", Access::Readable), "a link");
+        let hard = dir.path().join("leaf3.cfg");
+        std::fs::hard_link(&path, &hard).unwrap();
+        assert!(
+            !holds(&path, b"config\n", Access::Readable),
+            "linked elsewhere"
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@ use super::{Failure, InventoryArg, load, planned, print};
 /// One file per switch: NAME.json (SONiC config_db tables), NAME.cfg (Arista EOS,
 /// NVIDIA Onyx CLI) or NAME.nvue (NVIDIA Cumulus NVUE commands). If any switch
 /// cannot be configured as planned, every such problem is reported and nothing is
-/// written.
+/// written. A file that already holds its switch's configuration is left as it is,
+/// time stamps included.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
@@ -44,12 +45,21 @@ pub fn run(args: Args) -> Result<(), Failure> {
     })?;
     let written = switches::write_all(&out, &rendered)
         .with_context(|| format!("cannot write to {}", out.display()))?;
-    let mut report = format!(
-        "wrote {} configurations to {}\n",
-        written.len(),
-        out.display()
-    );
-    let stale = switches::stale_files(&out, &written)
+    let mut report = match written.unchanged {
+        0 => format!(
+            "wrote {} configurations to {}\n",
+            written.paths.len(),
+            out.display()
+        ),
+        unchanged => format!(
+            "wrote {} of {} configurations to {} ({unchanged} already held theirs, left \
+             as they were)\n",
+            written.paths.len() - unchanged,
+            written.paths.len(),
+            out.display()
+        ),
+    };
+    let stale = switches::stale_files(&out, &written.paths)
         .with_context(|| format!("cannot list {}", out.display()))?;
     let names: Vec<String> = stale
         .iter()

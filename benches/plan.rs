@@ -6,7 +6,9 @@
 //! - times the phases in this process: parse + validate, plan, JSON;
 //! - at 16,384 hosts (16 spines, 512 leaves, 32 hosts a leaf: `mltctl generate`'s),
 //!   `mltctl plan` and `mltctl render`, a third as many runs. Goals there: plan under
-//!   0.5 s, render under 1 s, each within 300 MiB.
+//!   0.5 s, render under 1 s, each within 300 MiB. Each render run writes into a new,
+//!   empty directory (a first render: every file new); a last row renders again over
+//!   the first run's files, which already hold their configurations (not a goal).
 //!
 //! Prints a table and, last, one JSON line. Optional: `--runs N` (default 9).
 
@@ -14,7 +16,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{Scratch, command_row, large_fabric, print, runs_from_args, step_row};
+use common::{
+    Scratch, command_row, command_row_each, large_fabric, print, runs_from_args, step_row,
+};
 use mltctl::inventory;
 use mltctl::plan::Plan;
 
@@ -64,8 +68,10 @@ fn main() {
     };
     std::fs::write(&big, mltctl::generate::fabric_yaml(size).expect("generate")).unwrap();
     let big = big.to_str().expect("UTF-8 path");
-    let out = scratch.0.join("rendered-16384");
-    let out = out.to_str().expect("UTF-8 path");
+    let out = |run: usize| {
+        let dir = scratch.0.join(format!("rendered-16384-{run}"));
+        dir.to_str().expect("UTF-8 path").to_string()
+    };
     let big_runs = runs.div_ceil(3);
     rows.push(command_row(
         "mltctl plan -i FABRIC-16384",
@@ -73,11 +79,26 @@ fn main() {
         &["plan", "-i", big],
         big_runs,
     ));
-    rows.push(command_row(
-        "mltctl render -i FABRIC-16384 --out DIR",
+    let render_into = |dir: String| {
+        vec![
+            "render".into(),
+            "-i".into(),
+            big.into(),
+            "--out".into(),
+            dir,
+        ]
+    };
+    rows.push(command_row_each(
+        "mltctl render -i FABRIC-16384 --out EMPTY-DIR",
         binary,
-        &["render", "-i", big, "--out", out],
         big_runs,
+        |run| render_into(out(run)),
+    ));
+    rows.push(command_row_each(
+        "  again, nothing changed (--out the same DIR)",
+        binary,
+        big_runs,
+        |_| render_into(out(0)),
     ));
     let plan_row = &rows[1];
     let met =

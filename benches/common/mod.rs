@@ -33,16 +33,29 @@ pub fn runs_from_args(default: usize) -> usize {
 
 /// Runs `binary args` `runs` times with stdout discarded; `label` names the row.
 pub fn command_row(label: &str, binary: &Path, args: &[&str], runs: usize) -> Row {
+    command_row_each(label, binary, runs, |_| {
+        args.iter().map(|a| a.to_string()).collect()
+    })
+}
+
+/// As [`command_row`], with the arguments of run `i` (from 0) given by `args(i)`.
+pub fn command_row_each(
+    label: &str,
+    binary: &Path,
+    runs: usize,
+    mut args: impl FnMut(usize) -> Vec<String>,
+) -> Row {
     let mut times = Vec::with_capacity(runs);
     let mut peak_kib = 0i64;
-    for _ in 0..runs {
+    for run in 0..runs {
+        let args = args(run);
         let start = Instant::now();
         #[expect(
             clippy::zombie_processes,
             reason = "reaped by wait4, which also reports its rusage"
         )]
         let child = Command::new(binary)
-            .args(args)
+            .args(&args)
             .stdout(Stdio::null())
             .spawn()
             .expect("the command starts");

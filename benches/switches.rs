@@ -2,8 +2,9 @@
 //!
 //! Generates a fabric of 8 spines and 992 leaves (4 hosts each; vendors rotate through
 //! SONiC, EOS, Cumulus and Onyx), then in one run and side by side:
-//! - the real binary: `mltctl render --out DIR`, then `mltctl diff --running DIR` against
-//!   those files (no differences), wall time and peak resident memory of each run;
+//! - the real binary: `mltctl render --out DIR` (a new, empty DIR each run), then `mltctl
+//!   diff --running DIR` against the first run's files (no differences), wall time and
+//!   peak resident memory of each run;
 //! - in this process, given the plan: rendering all 1,000, diffing all 1,000 against the
 //!   rendered text, and both together.
 //!
@@ -13,7 +14,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Scratch, command_row, print, runs_from_args, step_row};
+use common::{Scratch, command_row, command_row_each, print, runs_from_args, step_row};
 use mltctl::generate::{FabricSize, fabric_yaml};
 use mltctl::inventory;
 use mltctl::plan::Plan;
@@ -34,9 +35,13 @@ fn main() {
         params_per_layer: 158_000,
     };
     std::fs::write(&file, fabric_yaml(size).expect("generate")).expect("write inventory");
-    let out = scratch.0.join("rendered");
+    // Each render writes into a new, empty directory (render leaves files that already
+    // hold their configuration alone, which would skip the writing); the diff reads the
+    // first.
+    let out = |run: usize| scratch.0.join(format!("rendered-{run}"));
     let binary = Path::new(env!("CARGO_BIN_EXE_mltctl"));
-    let (inv, dir) = (file.to_str().unwrap(), out.to_str().unwrap());
+    let inv = file.to_str().unwrap();
+    let dir = out(0).to_str().unwrap().to_string();
 
     let plan = Plan::build(&inventory::load(&file).expect("the generated fabric is valid"));
     assert_eq!(plan.switches.len(), 1000);
@@ -54,16 +59,25 @@ fn main() {
     };
 
     let rows = vec![
-        command_row(
-            "mltctl render -i FABRIC --out DIR",
+        command_row_each(
+            "mltctl render -i FABRIC --out EMPTY-DIR",
             binary,
-            &["render", "-i", inv, "--out", dir],
             runs,
+            |run| {
+                let dir = out(run).to_str().unwrap().to_string();
+                vec![
+                    "render".into(),
+                    "-i".into(),
+                    inv.into(),
+                    "--out".into(),
+                    dir,
+                ]
+            },
         ),
         command_row(
             "mltctl diff -i FABRIC --running DIR",
             binary,
-            &["diff", "-i", inv, "--running", dir],
+            &["diff", "-i", inv, "--running", &dir],
             runs,
         ),
         step_row("  in process: render 1000 (all cores)", runs, || {
@@ -73,10 +87,14 @@ fn main() {
         step_row(
             "  in process: render + diff from files (all cores)",
             runs,
-            || {
-                let rendered = switches::render_all(&plan).unwrap();
-                switches::write_all(&out, &rendered).unwrap();
-                switches::diff_all(&plan, &out)
+            {
+                let mut run = runs;
+                move || {
+                    run += 1;
+                    let rendered = switches::render_all(&plan).unwrap();
+                    switches::write_all(&out(run), &rendered).unwrap();
+                    switches::diff_all(&plan, &out(run))
+                }
             },
         ),
     ];

@@ -13,10 +13,11 @@ use cli::{Cli, Command};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Before the first allocation: mimalloc commits its arenas eagerly by default, and
-/// memory in an eagerly committed arena is never given back, so commands that keep
-/// little at a time could never shrink (`parallel::return_freed_memory_at_once`).
-/// Runs from `.init_array`, before the Rust runtime allocates anything.
+/// Before the first allocation, mimalloc's arenas set to be committed as they fill
+/// (`parallel::commit_arenas_as_they_fill`): commands that keep little at a time then
+/// shrink when they free. Runs from `.init_array`, before the Rust runtime allocates
+/// anything.
+#[cfg(target_os = "linux")]
 #[used]
 #[unsafe(link_section = ".init_array")]
 static COMMIT_ARENAS_AS_THEY_FILL: extern "C" fn() = {
@@ -28,7 +29,7 @@ static COMMIT_ARENAS_AS_THEY_FILL: extern "C" fn() = {
 
 fn main() -> ExitCode {
     let command = Cli::parse().command;
-    if !command.only_computes() {
+    if command.forks_wait_on_devices() {
         mltctl::parallel::return_freed_memory_at_once();
     }
     let result = match command {

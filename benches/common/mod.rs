@@ -38,17 +38,17 @@ pub fn command_row(label: &str, binary: &Path, args: &[&str], runs: usize) -> Ro
     })
 }
 
-/// As [`command_row`], with the arguments of run `i` (from 0) given by `args(i)`.
+/// As [`command_row`], with the arguments of run `i` (from 0) given by `args_of(i)`.
 pub fn command_row_each(
     label: &str,
     binary: &Path,
     runs: usize,
-    mut args: impl FnMut(usize) -> Vec<String>,
+    mut args_of: impl FnMut(usize) -> Vec<String>,
 ) -> Row {
     let mut times = Vec::with_capacity(runs);
     let mut peak_kib = 0i64;
     for run in 0..runs {
-        let args = args(run);
+        let args = args_of(run);
         let start = Instant::now();
         #[expect(
             clippy::zombie_processes,

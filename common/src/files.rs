@@ -143,6 +143,11 @@ fn write_open_at_once(files: &[(&Path, &[u8])], access: Access) -> Result<(), Fi
             .permissions(Permissions::from_mode(access.mode()))
             .tempfile_in(dir)
             .map_err(FileError::io(dir))?;
+        // The mode exactly, whatever the umask took from it at creation.
+        temporary
+            .as_file()
+            .set_permissions(Permissions::from_mode(access.mode()))
+            .map_err(FileError::io(temporary.path()))?;
         temporary
             .write_all(bytes)
             .map_err(FileError::io(temporary.path()))?;
@@ -181,11 +186,23 @@ fn write_open_at_once(files: &[(&Path, &[u8])], access: Access) -> Result<(), Fi
 
 /// Whether `path` is already exactly what [`write`] would leave there: a regular file
 /// of this user, not linked from elsewhere, with `access`'s mode and these bytes. Any
-/// doubt (a link, another owner, a read error) is a no, so the caller writes.
+/// doubt (a link, another owner, a read error) is a no, so the caller writes. Reading
+/// leaves the file's access time as it was.
 pub fn holds(path: &Path, bytes: &[u8], access: Access) -> bool {
+    // Only a regular file is opened (a device or FIFO never is); what is opened is
+    // checked again below.
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(mut file) = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(
+            libc::O_NOFOLLOW
+                | libc::O_NONBLOCK
+                | libc::O_NOCTTY
+                | libc::O_NOATIME
+                | libc::O_CLOEXEC,
+        )
         .open(path)
     else {
         return false;
@@ -421,6 +438,26 @@ mod tests {
             !holds(&path, b"config\n", Access::Readable),
             "linked elsewhere"
         );
+        let fifo = dir.path().join("leaf4.cfg");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o644) }, 0);
+        assert!(!holds(&fifo, b"", Access::Readable), "a FIFO");
+    }
+
+    #[test]
+    fn written_files_have_their_mode_whatever_the_umask() {
+        // SAFETY: umask only sets this process's mask (each test runs in its own
+        // process under nextest); the old one is put back.
+        let old = unsafe { libc::umask(0o077) };
+        let dir = scratch_dir("mlt-files-").unwrap();
+        let path = dir.path().join("leaf1.cfg");
+        let result = write(&path, b"config\n", Access::Readable);
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        result.unwrap();
+        assert_eq!(mode(&path), 0o644);
+        assert!(holds(&path, b"config\n", Access::Readable));
     }
 
     #[test]

@@ -101,21 +101,22 @@ pub enum Command {
 }
 
 impl Command {
-    /// Whether the command only reads files and computes, on as many threads as CPUs:
-    /// the others hold sessions with devices or hosts on many threads that mostly wait,
-    /// and ask the allocator to give memory back at once (`parallel`).
-    pub fn only_computes(&self) -> bool {
+    /// Whether the command holds sessions with switches or hosts on many threads that
+    /// mostly wait (`parallel::run`): those ask the allocator to give memory back at
+    /// once (`parallel::return_freed_memory_at_once`). The others read files and compute,
+    /// or run the lab's emulation.
+    pub fn forks_wait_on_devices(&self) -> bool {
         matches!(
             self,
-            Command::Validate(_)
-                | Command::Plan(_)
-                | Command::Render(_)
-                | Command::Diff(_)
-                | Command::History(_)
-                | Command::Env(_)
-                | Command::Generate(_)
-                | Command::Sim(_)
-                | Command::Groups(_)
+            Command::Fetch(_)
+                | Command::Verify(_)
+                | Command::Apply(_)
+                | Command::Confirm(_)
+                | Command::Rollback(_)
+                | Command::Bootstrap(_)
+                | Command::Launch(_)
+                | Command::Stop(_)
+                | Command::Play(_)
         )
     }
 }

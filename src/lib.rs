@@ -3,6 +3,7 @@
 //! Data flows one way: [`inventory`] (validated input) → [`plan`] (every decision,
 //! vendor-neutral) → render → diff → apply → verify.
 
+pub mod allocator;
 pub mod apply;
 pub mod diag;
 pub mod fetch;

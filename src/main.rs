@@ -8,13 +8,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{Cli, Command};
 
-// mimalloc: planning and rendering allocate millions of small values across threads, and
-// glibc's malloc took a third of the render's CPU (docs/src/design/switches.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: mltctl::allocator::Allocator = mltctl::allocator::Allocator;
 
 /// Before the first allocation, mimalloc's arenas set to be committed as they fill
-/// (`parallel::commit_arenas_as_they_fill`): commands that keep little at a time then
+/// (`allocator::commit_arenas_as_they_fill`): commands that keep little at a time then
 /// shrink when they free. Runs from `.init_array`, before the Rust runtime allocates
 /// anything.
 #[cfg(target_os = "linux")]
@@ -22,7 +20,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[unsafe(link_section = ".init_array")]
 static COMMIT_ARENAS_AS_THEY_FILL: extern "C" fn() = {
     extern "C" fn commit_arenas_as_they_fill() {
-        mltctl::parallel::commit_arenas_as_they_fill();
+        mltctl::allocator::commit_arenas_as_they_fill();
     }
     commit_arenas_as_they_fill
 };
@@ -30,7 +28,8 @@ static COMMIT_ARENAS_AS_THEY_FILL: extern "C" fn() = {
 fn main() -> ExitCode {
     let command = Cli::parse().command;
     if command.forks_wait_on_devices() {
-        mltctl::parallel::return_freed_memory_at_once();
+        mltctl::allocator::return_freed_memory_at_once();
+        mltctl::allocator::map_big_blocks_on_their_own();
     }
     let result = match command {
         Command::Validate(args) => cli::validate::run(args),

@@ -126,43 +126,6 @@ pub fn on_a_cpu<R>(work: impl FnOnce() -> R) -> R {
     work()
 }
 
-/// mimalloc's `arena_eager_commit` option, by its index in `mi_option_e` (mimalloc v2's
-/// `mimalloc.h`; the crate does not name it).
-const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
-/// mimalloc's `purge_delay` option, likewise.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-// Both sit where the options the crate does name put them: verbose (2), eager_commit,
-// arena_eager_commit, purge_decommits, large_os_pages (6); eager_commit_delay (14),
-// purge_delay, use_numa_nodes (16).
-const _: () = assert!(
-    MI_OPTION_ARENA_EAGER_COMMIT == libmimalloc_sys::mi_option_verbose + 2
-        && MI_OPTION_ARENA_EAGER_COMMIT == libmimalloc_sys::mi_option_large_os_pages - 2
-        && MI_OPTION_PURGE_DELAY == libmimalloc_sys::mi_option_eager_commit_delay + 1
-        && MI_OPTION_PURGE_DELAY == libmimalloc_sys::mi_option_use_numa_nodes - 1
-);
-
-/// Asks the allocator (mimalloc, `main.rs`) to give memory back to the system as soon
-/// as it is freed, for commands whose forks wait on devices: their threads spend
-/// seconds between allocations, and a delayed purge runs only when a thread allocates
-/// again. Measured at 512 switches, 64 forks: 395 MiB with mimalloc's defaults, 157 MiB
-/// with this and [`commit_arenas_as_they_fill`]. Other commands keep the default
-/// delay, which reuses freed memory faster (an immediate purge made the 16k render
-/// 0.3 s slower). To be called before any thread starts.
-pub fn return_freed_memory_at_once() {
-    // SAFETY: mi_option_set stores a plain value; no other thread runs yet to read it.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
-}
-
-/// Asks mimalloc to commit its arenas as they fill rather than at once. To be called
-/// before the first allocation, when the first arena is not yet reserved: set after the
-/// plan was built, the 512-switch apply above peaked at 225 MiB, not 157 (the likeliest
-/// reason: the kernel backs an arena committed at once with transparent huge pages).
-pub fn commit_arenas_as_they_fill() {
-    // SAFETY: mi_option_set stores a plain value; it runs before main, on one thread.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,23 +138,6 @@ mod tests {
             assert!(Instant::now() < deadline, "no one came to the gate");
             std::thread::sleep(Duration::from_millis(1));
         }
-    }
-
-    #[test]
-    fn the_option_indices_hold_the_defaults_of_arena_eager_commit_and_purge_delay() {
-        // This test binary sets neither; each holds its documented default (2, 10 ms),
-        // which the neighbours of each index (eager_commit 1, purge_decommits 1;
-        // eager_commit_delay 1, use_numa_nodes 0) do not. (MIMALLOC_ARENA_EAGER_COMMIT
-        // or MIMALLOC_PURGE_DELAY in the environment would change them.)
-        // SAFETY: mi_option_get only reads an option.
-        let (commit, delay) = unsafe {
-            (
-                libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_EAGER_COMMIT),
-                libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
-            )
-        };
-        assert_eq!(commit, 2, "arena_eager_commit");
-        assert_eq!(delay, 10, "purge_delay");
     }
 
     #[test]

@@ -45,13 +45,13 @@ use mlt_common::redact::clean;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use switch_config::push::{Device, PushError};
-use switch_config::{ChangeLine, SwitchIntent, Vendor};
+use switch_config::{ChangeLine, Counted, SwitchIntent, Vendor};
 
 use self::journal::{Journal, RunInfo};
-use crate::interrupt;
 use crate::parallel::{self, Progress};
 use crate::plan::SwitchPlan;
 use crate::ssh::{SshOptions, SshSession};
+use crate::{allocator, interrupt};
 pub use mlt_common::outcome::Status;
 
 /// How a run behaves.
@@ -74,6 +74,11 @@ pub struct ApplyOptions {
     /// Ask the switch for its own diff of the change (with `check`: load the change as
     /// a candidate, read the diff, discard it).
     pub switch_diff: bool,
+    /// Keep each device's changes, item by item, and its commands for the report
+    /// (`--diff`, `--json`). Without, a result keeps how many items differ and the
+    /// commands only until they are sent: a spine's change towards hundreds of leaves
+    /// is megabytes, and 64 of them run at once.
+    pub keep_detail: bool,
     /// Per device, the owned configuration to put back instead of the plan's (a
     /// rollback run); devices not in it get the plan.
     pub restore: BTreeMap<String, String>,
@@ -147,9 +152,13 @@ pub struct DeviceResult {
     pub vendor: Vendor,
     pub endpoint: String,
     pub status: Status,
-    /// What differs from the plan (for `changed`: what was changed).
+    /// How many items differ from the plan (for `changed`: how many were changed).
+    #[serde(skip)]
+    pub change_count: usize,
+    /// What differs from the plan, item by item; with [`ApplyOptions::keep_detail`].
     pub changes: Vec<ChangeLine>,
-    /// The commands (SONiC: the JSON patch) that make the change.
+    /// The commands (SONiC: the JSON patch) that make the change; once sent, kept only
+    /// with [`ApplyOptions::keep_detail`].
     pub commands: String,
     /// The switch's own account of the change (EOS session diff, `nv config diff`,
     /// SONiC's dry run), when it was asked and has one.
@@ -229,8 +238,10 @@ pub fn run(
             batch,
             options.forks,
             |&index| {
-                let result = contained(&switches[index], options, journal);
+                let mut result = contained(&switches[index], options, journal);
                 lock(journal).record(&options.run, &result);
+                result.journalled();
+                allocator::return_this_threads_free_memory();
                 (Outcome::of(&result), Some(result))
             },
             &mut |progress: Progress<'_, (Outcome, Option<DeviceResult>)>| match progress {
@@ -293,12 +304,22 @@ fn contained(
 }
 
 impl DeviceResult {
+    /// Drops what only the journal reads (a spine's is megabytes), on the thread that
+    /// made it: freed by the thread reporting it, the allocator would keep those pages
+    /// until this thread next allocates from them.
+    fn journalled(&mut self) {
+        self.owned_before = None;
+        self.owned_after = None;
+        self.sent = Vec::new();
+    }
+
     fn new(switch: &SwitchPlan) -> DeviceResult {
         DeviceResult {
             device: switch.intent.name.clone(),
             vendor: switch.intent.vendor,
             endpoint: format!("{}:{}", switch.mgmt.address, switch.mgmt.port),
             status: Status::Ok,
+            change_count: 0,
             changes: Vec::new(),
             commands: String::new(),
             switch_diff: None,
@@ -459,6 +480,23 @@ impl Change<'_> {
         }
     }
 
+    /// What `running` lacks, counted, with each change's line when the run reports it.
+    fn to_change(&self, running: &str) -> Result<(Counted, Vec<ChangeLine>), switch_config::Error> {
+        if self.options.keep_detail {
+            let diff = self.wanted(running)?;
+            let counted = Counted {
+                changes: diff.changes.len(),
+                commands: diff.commands,
+            };
+            return Ok((counted, diff.changes));
+        }
+        let counted = match self.options.restore.get(&self.intent().name) {
+            Some(saved) => switch_config::revert_counted(self.intent(), saved, running),
+            None => switch_config::diff_counted(self.intent(), Some(running)),
+        }?;
+        Ok((counted, Vec::new()))
+    }
+
     fn run(&mut self, t: &mut SshSession, result: &mut DeviceResult) -> Result<(), Failure> {
         let before = self
             .device
@@ -470,14 +508,15 @@ impl Change<'_> {
             let owned = (!self.options.check)
                 .then(|| switch_config::owned(self.intent(), &before).ok())
                 .flatten();
-            (self.wanted(&before), owned)
+            (self.to_change(&before), owned)
         });
-        let diff = diff.map_err(|e| Failure::Read(Cause::Plan(e)))?;
+        let (counted, lines) = diff.map_err(|e| Failure::Read(Cause::Plan(e)))?;
         result.owned_before = owned_before;
         self.before = before;
-        result.changes = diff.changes;
-        result.commands = diff.commands;
-        if result.changes.is_empty() {
+        result.change_count = counted.changes;
+        result.changes = lines;
+        result.commands = counted.commands;
+        if result.change_count == 0 {
             result.after_sha256 = result.before_sha256.clone();
             result.owned_after = result.owned_before.clone();
             return Ok(());
@@ -490,6 +529,7 @@ impl Change<'_> {
                     .discard(t)
                     .map_err(|e| Failure::BeforeCommit(Cause::Discard(e)))?;
             }
+            self.sent(result);
             return Ok(());
         }
         if interrupt::requested() {
@@ -498,6 +538,7 @@ impl Change<'_> {
             }));
         }
         self.stage(t, result)?;
+        self.sent(result);
         if interrupt::requested() {
             return Err(Failure::BeforeCommit(Cause::Interrupted { at: "commit" }));
         }
@@ -538,6 +579,14 @@ impl Change<'_> {
             .confirm(t)
             .map_err(|e| Failure::AfterCommit(Cause::Confirm(e)))?;
         Ok(())
+    }
+
+    /// The commands are on the switch (and in the session's transcript): the result
+    /// keeps them only if the run reports them.
+    fn sent(&self, result: &mut DeviceResult) {
+        if !self.options.keep_detail {
+            result.commands = String::new();
+        }
     }
 
     /// Loads the change and makes sure the switch sees it; keeps the switch's own diff

@@ -158,13 +158,13 @@ impl Reporter {
     fn device_text(&self, r: &DeviceResult) -> String {
         let detail = match (r.status, self.check) {
             (Status::Ok, _) => "no change".to_string(),
-            (Status::Changed, true) => format!("{} change(s) would be made", r.changes.len()),
+            (Status::Changed, true) => format!("{} change(s) would be made", r.change_count),
             (Status::Changed, false) => match &r.unconfirmed {
                 Some(note) => format!(
                     "{} change(s) made and verified, NOT confirmed ({note})",
-                    r.changes.len()
+                    r.change_count
                 ),
-                None => format!("{} change(s) made, verified and confirmed", r.changes.len()),
+                None => format!("{} change(s) made, verified and confirmed", r.change_count),
             },
             (Status::Failed | Status::Unreachable | Status::Interrupted | Status::Skipped, _) => r
                 .message
@@ -180,7 +180,7 @@ impl Reporter {
             "{status:<12} {} ({}, {}): {detail} [{:.1} s]\n",
             r.device, r.vendor, r.endpoint, r.seconds
         );
-        if self.diff && !r.changes.is_empty() {
+        if self.diff && r.change_count > 0 {
             let folded;
             let changes = if self.verbose {
                 &r.changes

@@ -265,6 +265,7 @@ fn push_reported(
         lock_dir: args.state.locks(inventory),
         confirm: how.confirm,
         switch_diff: args.diff,
+        keep_detail: args.diff || args.run.json,
         restore: how.restore,
         rolling: Rolling {
             serial: args.serial.clone().map(|s| s.0).unwrap_or_default(),

@@ -103,7 +103,7 @@ pub enum Command {
 impl Command {
     /// Whether the command holds sessions with switches or hosts on many threads that
     /// mostly wait (`parallel::run`): those ask the allocator to give memory back at
-    /// once (`parallel::return_freed_memory_at_once`). The others read files and compute,
+    /// once (`allocator::return_freed_memory_at_once`). The others read files and compute,
     /// or run the lab's emulation.
     pub fn forks_wait_on_devices(&self) -> bool {
         matches!(

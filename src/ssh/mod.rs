@@ -230,7 +230,11 @@ impl Session for SshSession {
         self.sent.push(if input.is_empty() {
             command.to_string()
         } else {
-            format!("{command} <<'EOF'\n{input}EOF")
+            // Sized once: a spine's patch is megabytes, and format! would grow by doubling.
+            let (command, open, close) = (command.as_str(), " <<'EOF'\n", "EOF");
+            let mut line = String::with_capacity(command.len() + open.len() + input.len() + 3);
+            line.extend([command, open, input, close]);
+            line
         });
         self.run(Some(command.as_str()), input)
     }

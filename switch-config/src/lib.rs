@@ -152,11 +152,29 @@ pub struct SwitchDiff {
     pub commands: String,
 }
 
+/// How many items differ and the commands that change them, without each change's
+/// line: what a run that reports only counts keeps (a spine's lines are megabytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counted {
+    pub changes: usize,
+    /// The commands (SONiC: the JSON patch) that apply the changes; empty if none.
+    pub commands: String,
+}
+
 /// Compares `intent` with `running` (`None`: a switch with nothing configured).
 pub fn diff(intent: &SwitchIntent, running: Option<&str>) -> Result<SwitchDiff, Error> {
     fn with<D: Driver>(intent: &SwitchIntent, running: &str) -> Result<SwitchDiff, Error> {
         let expected = D::expected(intent)?;
         difference::<D>(intent, &expected, &D::parse(running, intent)?)
+    }
+    per_vendor!(intent.vendor, with(intent, running.unwrap_or("")))
+}
+
+/// [`diff`], counted.
+pub fn diff_counted(intent: &SwitchIntent, running: Option<&str>) -> Result<Counted, Error> {
+    fn with<D: Driver>(intent: &SwitchIntent, running: &str) -> Result<Counted, Error> {
+        let expected = D::expected(intent)?;
+        counted::<D>(intent, &expected, &D::parse(running, intent)?)
     }
     per_vendor!(intent.vendor, with(intent, running.unwrap_or("")))
 }
@@ -176,6 +194,44 @@ pub fn revert(intent: &SwitchIntent, saved: &str, current: &str) -> Result<Switc
     per_vendor!(intent.vendor, with(intent, saved, current))
 }
 
+/// [`revert`], counted.
+pub fn revert_counted(intent: &SwitchIntent, saved: &str, current: &str) -> Result<Counted, Error> {
+    fn with<D: Driver>(
+        intent: &SwitchIntent,
+        saved: &str,
+        current: &str,
+    ) -> Result<Counted, Error> {
+        let target = D::parse(saved, intent)?;
+        counted::<D>(intent, &target, &D::parse(current, intent)?)
+    }
+    per_vendor!(intent.vendor, with(intent, saved, current))
+}
+
+/// The commands that make `changes`; none for none.
+fn commands<D: Driver>(
+    intent: &SwitchIntent,
+    changes: &[Change<D::Key, D::Value>],
+) -> Result<String, Error> {
+    if changes.is_empty() {
+        Ok(String::new())
+    } else {
+        D::layout(intent, changes, false)
+    }
+}
+
+/// How many changes turn `running` into `target`, and their commands.
+fn counted<D: Driver>(
+    intent: &SwitchIntent,
+    target: &Items<D::Key, D::Value>,
+    running: &Items<D::Key, D::Value>,
+) -> Result<Counted, Error> {
+    let changes = items::changes(target, running);
+    Ok(Counted {
+        changes: changes.len(),
+        commands: commands::<D>(intent, &changes)?,
+    })
+}
+
 /// The changes that turn `running` into `target`, and their commands.
 fn difference<D: Driver>(
     intent: &SwitchIntent,
@@ -183,11 +239,7 @@ fn difference<D: Driver>(
     running: &Items<D::Key, D::Value>,
 ) -> Result<SwitchDiff, Error> {
     let changes = items::changes(target, running);
-    let commands = if changes.is_empty() {
-        String::new()
-    } else {
-        D::layout(intent, &changes, false)?
-    };
+    let commands = commands::<D>(intent, &changes)?;
     Ok(SwitchDiff {
         switch: intent.name.clone(),
         vendor: intent.vendor,

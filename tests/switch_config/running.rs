@@ -197,6 +197,39 @@ fn one_changed_threshold_is_exactly_one_change() {
     }
 }
 
+/// What apply keeps when it reports only counts is what the full diff says.
+#[test]
+fn counted_diffs_and_reverts_agree_with_the_full_ones() {
+    for case in CASES {
+        let (intent, running) = realistic(case.switch, case.file);
+        let (from, to, _, _) = case.threshold;
+        let (after, insert, _, _) = case.stale;
+        let variants = [
+            String::new(),
+            running.clone(),
+            edited(&running, from, to),
+            edited(&running, after, &format!("{after}{insert}")),
+        ];
+        for current in &variants {
+            let full = switch_config::diff(&intent, Some(current)).unwrap();
+            let counted = switch_config::diff_counted(&intent, Some(current)).unwrap();
+            assert_eq!(counted.changes, full.changes.len(), "{}", case.switch);
+            assert_eq!(counted.commands, full.commands, "{}", case.switch);
+            let full = switch_config::revert(&intent, &variants[2], current).unwrap();
+            let counted = switch_config::revert_counted(&intent, &variants[2], current).unwrap();
+            assert_eq!(counted.changes, full.changes.len(), "{}", case.switch);
+            assert_eq!(counted.commands, full.commands, "{}", case.switch);
+        }
+        // Not vacuous: an empty switch differs from the saved configuration.
+        let empty = switch_config::revert_counted(&intent, &variants[2], "").unwrap();
+        assert!(
+            empty.changes > 0 && !empty.commands.is_empty(),
+            "{}",
+            case.switch
+        );
+    }
+}
+
 #[test]
 fn unrelated_configuration_is_ignored() {
     for case in CASES {

@@ -281,7 +281,7 @@ impl Entry {
             vendor: result.vendor.to_string(),
             endpoint: result.endpoint.clone(),
             outcome,
-            changes: result.changes.len(),
+            changes: result.change_count,
             before_sha256: result.before_sha256.clone(),
             after_sha256: result.after_sha256.clone(),
             owned_before: result.owned_before.clone(),

@@ -45,6 +45,7 @@
 //! the same fields — a foreign port or queue keeps its settings.
 
 pub mod counters;
+mod doc;
 pub(crate) mod push;
 mod render;
 
@@ -53,8 +54,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Map, Value as Json};
 
+use self::doc::{Doc, Fields, Node, Sorted};
 use crate::items::{Change, Items};
 use crate::text::{NextHop, NextHops, add_route, number_list, parse_error, planned_routes, ranges};
 use crate::{Driver, Error, SwitchIntent};
@@ -311,8 +313,8 @@ impl Driver for Sonic {
 
     fn parse(running: &str, intent: &SwitchIntent) -> Result<Items<Key, Value>, Error> {
         let mut items = Items::new();
-        let doc: Json = if running.trim().is_empty() {
-            json!({})
+        let doc: Doc = if running.trim().is_empty() {
+            Node::empty()
         } else {
             serde_json::from_str(running).map_err(|e| {
                 parse_error(
@@ -324,7 +326,11 @@ impl Driver for Sonic {
                 )
             })?
         };
-        let table = |name: &str| doc.get(name).and_then(Json::as_object);
+        let table = |name: &str| {
+            doc.as_object()
+                .and_then(|tables| tables.get(name))
+                .and_then(Node::as_object)
+        };
         for kind in TABLES {
             let presence = if table(kind.name()).is_some() {
                 Presence::Present
@@ -336,7 +342,7 @@ impl Driver for Sonic {
         for (table_kind, name) in [(Table::DscpToTcMap, MAP), (Table::TcToQueueMap, MAP)] {
             if let Some(object) = table(table_kind.name())
                 .and_then(|t| t.get(name))
-                .and_then(Json::as_object)
+                .and_then(Node::as_object)
             {
                 add_object(&mut items, table_kind, name, object, None);
             }
@@ -426,7 +432,7 @@ impl Driver for Sonic {
                     }
                     kept.push((port.to_string(), fields));
                 }
-                let original = object.clone();
+                let original = object.to_map();
                 items.insert(
                     object_key(Table::PortQosMap, name),
                     Value::Shared { original, kept },
@@ -452,7 +458,13 @@ impl Driver for Sonic {
             if vrf != "default" || !intent.owns_route(&prefix) {
                 continue;
             }
-            let field = |f: &str| object.get(f).map(normalise).unwrap_or_default();
+            let field = |f: &str| {
+                object
+                    .as_object()
+                    .and_then(|fields| fields.get(f))
+                    .map(normalise)
+                    .unwrap_or_default()
+            };
             for hop in route_hops(&field) {
                 add_route(
                     &mut routes,
@@ -488,7 +500,7 @@ fn add_queue_entries(
     items: &mut Items<Key, Value>,
     table_kind: Table,
     queue_fields: &[&str],
-    queue_table: Option<&Map<String, Json>>,
+    queue_table: Option<&Sorted<Node<Json>>>,
     planned_queue: &dyn Fn(&str, u32) -> bool,
 ) {
     for (name, object) in queue_table.into_iter().flatten() {
@@ -528,7 +540,7 @@ fn add_queue_entries(
                     }
                 }
             }
-            let original = object.clone();
+            let original = object.to_map();
             items.insert(
                 object_key(table_kind, name),
                 Value::Shared { original, kept },
@@ -540,7 +552,7 @@ fn add_queue_entries(
         // binding has no other field, so its entry goes whole.
         let stale = |field: &&str| {
             object
-                .get(*field)
+                .get(field)
                 .is_some_and(|v| normalise(v).starts_with(OWNED_PREFIX))
         };
         if table_kind == Table::BufferQueue && queue_fields.iter().any(stale) {
@@ -549,7 +561,7 @@ fn add_queue_entries(
         }
         for field in queue_fields {
             if let Some(value) = object
-                .get(*field)
+                .get(field)
                 .map(normalise)
                 .filter(|v| v.starts_with(OWNED_PREFIX))
             {
@@ -569,7 +581,7 @@ fn add_object(
     items: &mut Items<Key, Value>,
     table: Table,
     name: &str,
-    object: &Map<String, Json>,
+    object: &Fields,
     fields: Option<&[&str]>,
 ) {
     let shared: Arc<str> = name.into();
@@ -627,7 +639,7 @@ fn route_hops(field: &dyn Fn(&str) -> String) -> Vec<NextHop> {
 }
 
 /// An entry's fields without its references to the plan's objects.
-fn without_references(object: &Map<String, Json>) -> Map<String, Json> {
+fn without_references(object: &Fields) -> Map<String, Json> {
     object
         .iter()
         .filter(|(_, value)| !normalise(value).starts_with(OWNED_PREFIX))
@@ -680,6 +692,8 @@ fn normalise(value: &Json) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn hops(fields: &[(&str, &str)]) -> Vec<String> {

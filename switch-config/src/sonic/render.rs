@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Map, Value as Json};
 
 use super::{Key, Presence, Table, Value};
 use crate::items::Change;
@@ -43,7 +43,10 @@ fn config_db<'a>(
         let fields = match (value, &key.field) {
             (Value::Object(_), None) => Vec::new(),
             (Value::Field(v), Some(field)) => vec![(field.to_string(), Json::String(v.clone()))],
-            (Value::Route { hops, .. }, _) => route_fields(hops).into_iter().collect(),
+            (Value::Route { hops, .. }, _) => {
+                let (name, value) = route_field(hops);
+                vec![(name.to_string(), Json::String(value))]
+            }
             // Only a configuration read from a switch holds one (the journal's copy).
             (Value::Shared { original, .. }, None) => original.clone().into_iter().collect(),
             _ => continue,
@@ -116,25 +119,27 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
             Some(c) if object.is_empty() => {
                 if let Some(Value::Table(Presence::Required)) = c.to() {
                     let path = format!("/{}", table.name());
-                    updates.push(json!({"op": "add", "path": path, "value": {}}));
+                    updates.push(Op::add(path, OpValue::Fields(Vec::new())));
                 }
             }
             Some(Change::Add {
                 to: Value::Route { hops, .. },
                 ..
             }) => {
-                updates.push(
-                    json!({"op": "add", "path": path(object, None), "value": route_fields(hops)}),
-                );
+                updates.push(Op::add(
+                    path(object, None),
+                    OpValue::Route(route_field(hops)),
+                ));
             }
             Some(Change::Modify {
                 from: Value::Route { key, .. },
                 to: Value::Route { hops, .. },
                 ..
             }) => {
-                updates.push(
-                    json!({"op": "replace", "path": path(key, None), "value": route_fields(hops)}),
-                );
+                updates.push(Op::replace(
+                    path(key, None),
+                    OpValue::Route(route_field(hops)),
+                ));
             }
             // The shared entry goes, and what it set for others comes back entry by
             // entry before the plan's own fields land on its ports.
@@ -142,34 +147,37 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
                 to: Value::Shared { original, .. },
                 ..
             }) => {
-                updates.push(json!({"op": "add", "path": path(object, None), "value": original}));
+                updates.push(Op::add(path(object, None), OpValue::Json(original)));
             }
             Some(Change::Remove {
                 from: Value::Shared { kept, .. },
                 ..
             }) => {
-                removals.push((table, json!({"op": "remove", "path": path(object, None)})));
+                removals.push((table, Op::remove(path(object, None))));
                 for (name, fields) in kept {
-                    splits.push(json!({"op": "add", "path": path(name, None), "value": fields}));
+                    splits.push(Op::add(path(name, None), OpValue::Json(fields)));
                 }
             }
             Some(Change::Remove {
                 from: Value::Route { key, .. } | Value::Object(key),
                 ..
             }) => {
-                removals.push((table, json!({"op": "remove", "path": path(key, None)})));
+                removals.push((table, Op::remove(path(key, None))));
             }
             Some(Change::Add { .. }) => {
-                let fields: Map<String, Json> = changes
+                let mut fields: Vec<(&str, &str)> = changes
                     .iter()
                     .filter_map(|c| match (&c.key().field, c.to()) {
-                        (Some(field), Some(Value::Field(v))) => {
-                            Some((field.to_string(), Json::String(v.clone())))
-                        }
+                        (Some(field), Some(Value::Field(v))) => Some((&**field, v.as_str())),
                         _ => None,
                     })
                     .collect();
-                updates.push(json!({"op": "add", "path": path(object, None), "value": fields}));
+                // In the order and with the last value a JSON object would keep.
+                fields.sort_by_key(|(name, _)| *name);
+                fields.reverse();
+                fields.dedup_by_key(|(name, _)| *name);
+                fields.reverse();
+                updates.push(Op::add(path(object, None), OpValue::Fields(fields)));
             }
             _ => {
                 for change in changes {
@@ -178,16 +186,13 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
                         Change::Add {
                             to: Value::Field(v),
                             ..
-                        } => json!({"op": "add", "path": path(object, field), "value": v}),
+                        } => Op::add(path(object, field), OpValue::Text(v)),
                         Change::Modify {
                             to: Value::Field(v),
                             ..
-                        } => json!({"op": "replace", "path": path(object, field), "value": v}),
+                        } => Op::replace(path(object, field), OpValue::Text(v)),
                         Change::Remove { .. } => {
-                            removals.push((
-                                table,
-                                json!({"op": "remove", "path": path(object, field)}),
-                            ));
+                            removals.push((table, Op::remove(path(object, field))));
                             continue;
                         }
                         _ => continue,
@@ -198,7 +203,7 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
         }
     }
     removals.sort_by_key(|(table, _)| std::cmp::Reverse(*table));
-    let patch: Vec<Json> = removals
+    let patch: Vec<Op> = removals
         .into_iter()
         .map(|(_, op)| op)
         .chain(splits)
@@ -209,18 +214,72 @@ fn patch(changes: &[Change<Key, Value>]) -> String {
     text
 }
 
-/// A static route's fields as config_db writes them.
-fn route_fields(hops: &NextHops) -> Map<String, Json> {
-    let mut fields = Map::new();
-    match hops {
-        NextHops::Discard => {
-            fields.insert("blackhole".into(), "true".into());
-        }
-        other => {
-            fields.insert("nexthop".into(), other.forms().join(",").into());
+/// One operation of a JSON patch (RFC 6902), printed as the object `{"op", "path",
+/// "value"}` would be. A struct over borrowed values, not a `serde_json` map: a spine's
+/// patch holds tens of thousands of them.
+#[derive(serde::Serialize)]
+struct Op<'a> {
+    op: &'static str,
+    path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<OpValue<'a>>,
+}
+
+impl<'a> Op<'a> {
+    fn add(path: String, value: OpValue<'a>) -> Op<'a> {
+        Op {
+            op: "add",
+            path,
+            value: Some(value),
         }
     }
-    fields
+
+    fn replace(path: String, value: OpValue<'a>) -> Op<'a> {
+        Op {
+            op: "replace",
+            path,
+            value: Some(value),
+        }
+    }
+
+    fn remove(path: String) -> Op<'a> {
+        Op {
+            op: "remove",
+            path,
+            value: None,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum OpValue<'a> {
+    Text(&'a str),
+    /// An object's fields, each once, in key order.
+    #[serde(serialize_with = "fields_as_object")]
+    Fields(Vec<(&'a str, &'a str)>),
+    #[serde(serialize_with = "route_as_object")]
+    Route((&'static str, String)),
+    Json(&'a Map<String, Json>),
+}
+
+fn fields_as_object<S: Serializer>(fields: &[(&str, &str)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(fields.iter().copied())
+}
+
+fn route_as_object<S: Serializer>(
+    (name, value): &(&'static str, String),
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map([(name, value)])
+}
+
+/// A static route's one field as config_db writes it: its name and value.
+fn route_field(hops: &NextHops) -> (&'static str, String) {
+    match hops {
+        NextHops::Discard => ("blackhole", "true".into()),
+        other => ("nexthop", other.forms().join(",")),
+    }
 }
 
 /// Fields in a stable order: numerically when they are numbers (map entries).

@@ -529,7 +529,7 @@ impl Change<'_> {
                     .discard(t)
                     .map_err(|e| Failure::BeforeCommit(Cause::Discard(e)))?;
             }
-            self.sent(result);
+            self.commands_sent(result);
             return Ok(());
         }
         if interrupt::requested() {
@@ -538,7 +538,7 @@ impl Change<'_> {
             }));
         }
         self.stage(t, result)?;
-        self.sent(result);
+        self.commands_sent(result);
         if interrupt::requested() {
             return Err(Failure::BeforeCommit(Cause::Interrupted { at: "commit" }));
         }
@@ -583,7 +583,7 @@ impl Change<'_> {
 
     /// The commands are on the switch (and in the session's transcript): the result
     /// keeps them only if the run reports them.
-    fn sent(&self, result: &mut DeviceResult) {
+    fn commands_sent(&self, result: &mut DeviceResult) {
         if !self.options.keep_detail {
             result.commands = String::new();
         }

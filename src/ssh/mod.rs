@@ -232,7 +232,8 @@ impl Session for SshSession {
         } else {
             // Sized once: a spine's patch is megabytes, and format! would grow by doubling.
             let (command, open, close) = (command.as_str(), " <<'EOF'\n", "EOF");
-            let mut line = String::with_capacity(command.len() + open.len() + input.len() + 3);
+            let mut line =
+                String::with_capacity(command.len() + open.len() + input.len() + close.len());
             line.extend([command, open, input, close]);
             line
         });

@@ -9,8 +9,8 @@
 //! pages of its largest in mimalloc's per-thread segments: mapped on their own, they
 //! go back to the system the moment they are freed, and grow without a copy
 //! (`mremap`). Planning and rendering keep mimalloc's reuse of pages already touched:
-//! mapped on their own, the 16,384-host plan's big vectors made `mltctl plan` ~20%
-//! slower.
+//! mapped on their own (from 256 KiB), the 16,384-host plan's big vectors made `mltctl
+//! plan` ~20% slower.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, Ordering};

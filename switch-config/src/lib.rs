@@ -163,93 +163,97 @@ pub struct Counted {
 
 /// Compares `intent` with `running` (`None`: a switch with nothing configured).
 pub fn diff(intent: &SwitchIntent, running: Option<&str>) -> Result<SwitchDiff, Error> {
-    fn with<D: Driver>(intent: &SwitchIntent, running: &str) -> Result<SwitchDiff, Error> {
-        let expected = D::expected(intent)?;
-        difference::<D>(intent, &expected, &D::parse(running, intent)?)
-    }
-    per_vendor!(intent.vendor, with(intent, running.unwrap_or("")))
+    compare(intent, None, running.unwrap_or(""), Lines::Each).map(|found| found.diff(intent))
 }
 
 /// [`diff`], counted.
 pub fn diff_counted(intent: &SwitchIntent, running: Option<&str>) -> Result<Counted, Error> {
-    fn with<D: Driver>(intent: &SwitchIntent, running: &str) -> Result<Counted, Error> {
-        let expected = D::expected(intent)?;
-        counted::<D>(intent, &expected, &D::parse(running, intent)?)
-    }
-    per_vendor!(intent.vendor, with(intent, running.unwrap_or("")))
+    compare(intent, None, running.unwrap_or(""), Lines::Count).map(Found::counted)
 }
 
 /// How the owned parts of a switch running `current` differ from those of `saved`, and
 /// the commands (SONiC: the JSON patch) that put `saved`'s back: rollback for switches
 /// without one of their own, and the check that a rollback worked.
 pub fn revert(intent: &SwitchIntent, saved: &str, current: &str) -> Result<SwitchDiff, Error> {
-    fn with<D: Driver>(
-        intent: &SwitchIntent,
-        saved: &str,
-        current: &str,
-    ) -> Result<SwitchDiff, Error> {
-        let target = D::parse(saved, intent)?;
-        difference::<D>(intent, &target, &D::parse(current, intent)?)
-    }
-    per_vendor!(intent.vendor, with(intent, saved, current))
+    compare(intent, Some(saved), current, Lines::Each).map(|found| found.diff(intent))
 }
 
 /// [`revert`], counted.
 pub fn revert_counted(intent: &SwitchIntent, saved: &str, current: &str) -> Result<Counted, Error> {
+    compare(intent, Some(saved), current, Lines::Count).map(Found::counted)
+}
+
+/// Whether a comparison writes each change's line or only counts them.
+#[derive(Clone, Copy)]
+enum Lines {
+    Each,
+    Count,
+}
+
+/// A comparison's changes: how many, their lines if asked for, and their commands.
+struct Found {
+    count: usize,
+    lines: Vec<ChangeLine>,
+    commands: String,
+}
+
+impl Found {
+    fn diff(self, intent: &SwitchIntent) -> SwitchDiff {
+        SwitchDiff {
+            switch: intent.name.clone(),
+            vendor: intent.vendor,
+            changes: self.lines,
+            commands: self.commands,
+        }
+    }
+
+    fn counted(self) -> Counted {
+        Counted {
+            changes: self.count,
+            commands: self.commands,
+        }
+    }
+}
+
+/// What turns `running` into the plan's items or, with `saved`, into the owned items
+/// of that configuration, and the commands that do it.
+fn compare(
+    intent: &SwitchIntent,
+    saved: Option<&str>,
+    running: &str,
+    lines: Lines,
+) -> Result<Found, Error> {
     fn with<D: Driver>(
         intent: &SwitchIntent,
-        saved: &str,
-        current: &str,
-    ) -> Result<Counted, Error> {
-        let target = D::parse(saved, intent)?;
-        counted::<D>(intent, &target, &D::parse(current, intent)?)
+        saved: Option<&str>,
+        running: &str,
+        lines: Lines,
+    ) -> Result<Found, Error> {
+        let target = match saved {
+            Some(saved) => D::parse(saved, intent)?,
+            None => D::expected(intent)?,
+        };
+        let changes = items::changes(&target, &D::parse(running, intent)?);
+        let commands = if changes.is_empty() {
+            String::new()
+        } else {
+            D::layout(intent, &changes, false)?
+        };
+        let lines = match lines {
+            Lines::Count => Vec::new(),
+            Lines::Each => changes
+                .iter()
+                .map(|change| ChangeLine {
+                    dscp_map: D::maps_dscp(change.key()),
+                    ..ChangeLine::from(change)
+                })
+                .collect(),
+        };
+        Ok(Found {
+            count: changes.len(),
+            lines,
+            commands,
+        })
     }
-    per_vendor!(intent.vendor, with(intent, saved, current))
-}
-
-/// The commands that make `changes`; none for none.
-fn commands<D: Driver>(
-    intent: &SwitchIntent,
-    changes: &[Change<D::Key, D::Value>],
-) -> Result<String, Error> {
-    if changes.is_empty() {
-        Ok(String::new())
-    } else {
-        D::layout(intent, changes, false)
-    }
-}
-
-/// How many changes turn `running` into `target`, and their commands.
-fn counted<D: Driver>(
-    intent: &SwitchIntent,
-    target: &Items<D::Key, D::Value>,
-    running: &Items<D::Key, D::Value>,
-) -> Result<Counted, Error> {
-    let changes = items::changes(target, running);
-    Ok(Counted {
-        changes: changes.len(),
-        commands: commands::<D>(intent, &changes)?,
-    })
-}
-
-/// The changes that turn `running` into `target`, and their commands.
-fn difference<D: Driver>(
-    intent: &SwitchIntent,
-    target: &Items<D::Key, D::Value>,
-    running: &Items<D::Key, D::Value>,
-) -> Result<SwitchDiff, Error> {
-    let changes = items::changes(target, running);
-    let commands = commands::<D>(intent, &changes)?;
-    Ok(SwitchDiff {
-        switch: intent.name.clone(),
-        vendor: intent.vendor,
-        changes: changes
-            .iter()
-            .map(|change| ChangeLine {
-                dscp_map: D::maps_dscp(change.key()),
-                ..ChangeLine::from(change)
-            })
-            .collect(),
-        commands,
-    })
+    per_vendor!(intent.vendor, with(intent, saved, running, lines))
 }
